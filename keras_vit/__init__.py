@@ -1,0 +1,26 @@
+"""keras_vit: Vision Transformers (ViT, hybrid ResNet+ViT, ConViT) for Keras 3."""
+
+from keras_vit import layers
+from keras_vit.models import VARIANTS, ConViT, VisionTransformer, build_variant
+from keras_vit.models.variants import (
+    ConViT_B,
+    ConViT_B_plus,
+    ConViT_S,
+    ConViT_S_plus,
+    ConViT_Ti,
+    ConViT_Ti_plus,
+    R26_ViT_B32,
+    R26_ViT_S32,
+    R50_ViT_B16,
+    R50_ViT_L32,
+    R_ViT_Ti16,
+    ViT_B8,
+    ViT_B16,
+    ViT_B32,
+    ViT_H14,
+    ViT_L16,
+    ViT_L32,
+    ViT_S16,
+    ViT_Ti16,
+)
+from keras_vit.version import __version__

@@ -1,0 +1,22 @@
+"""Registered Keras layers of keras_vit."""
+
+from keras_vit.layers.attention import GPSA, MultiHeadSelfAttention
+from keras_vit.layers.bit import BottleneckUnit, ResNetStage, StandardizedConv2D
+from keras_vit.layers.patching import ClassToken, PatchEncoder, Patches
+from keras_vit.layers.pooling import ClassTokenPooling
+from keras_vit.layers.transformer import MLPBlock, StochasticDepth, TransformerBlock
+
+__all__ = [
+    "BottleneckUnit",
+    "ClassToken",
+    "ClassTokenPooling",
+    "GPSA",
+    "MLPBlock",
+    "MultiHeadSelfAttention",
+    "PatchEncoder",
+    "Patches",
+    "ResNetStage",
+    "StandardizedConv2D",
+    "StochasticDepth",
+    "TransformerBlock",
+]

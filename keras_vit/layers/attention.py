@@ -1,0 +1,373 @@
+"""Multi-head self-attention (ViT App. A) and gated positional self-attention (ConViT).
+
+Both layers project queries, keys and values with fused dense layers and share
+one explicit attention path that returns the attention probabilities, which is
+what the analysis tools read. `MultiHeadSelfAttention` also has a fused path
+through `keras.ops.dot_product_attention`, where backends plug in flash/cuDNN
+kernels; the two paths compute the same function.
+"""
+
+import math
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_vit.layers.validation import check_positive_int, check_rate, to_pair
+
+
+def _split_heads(x, num_heads, head_dim):
+    """(batch, length, heads * head_dim) -> (batch, heads, length, head_dim)."""
+    shape = ops.shape(x)
+    x = ops.reshape(x, (shape[0], shape[1], num_heads, head_dim))
+    return ops.transpose(x, (0, 2, 1, 3))
+
+
+def _merge_heads(x):
+    """(batch, heads, length, head_dim) -> (batch, length, heads * head_dim)."""
+    x = ops.transpose(x, (0, 2, 1, 3))
+    shape = ops.shape(x)
+    return ops.reshape(x, (shape[0], shape[1], x.shape[2] * x.shape[3]))
+
+
+def _fused_initializer(initializer, num_parts):
+    """Initializes a `(D, num_parts * D)` kernel as `num_parts` separate `(D, D)` ones.
+
+    Fan-based initializers (Glorot, LeCun) would otherwise see a fan-out
+    `num_parts` times larger than the reference, which initializes the query, key
+    and value projections as separate `D x D` matrices (Flax `DenseGeneral`).
+    """
+
+    def init(shape, dtype=None):
+        part = (shape[0], shape[1] // num_parts)
+        return ops.concatenate([initializer(part, dtype=dtype) for _ in range(num_parts)], axis=1)
+
+    return init
+
+
+class _AttentionBase(keras.layers.Layer):
+    """Argument handling shared by the two attention layers."""
+
+    def __init__(
+        self,
+        num_heads,
+        attention_dropout_rate=0.0,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int(num_heads, "num_heads")
+        check_rate(attention_dropout_rate, "attention_dropout_rate")
+        self.num_heads = num_heads
+        self.attention_dropout_rate = attention_dropout_rate
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+
+    def _check_width(self, input_shape):
+        hidden_size = input_shape[-1]
+        if hidden_size % self.num_heads:
+            raise ValueError(
+                f"The width of the tokens must be divisible by `num_heads`. "
+                f"Received: width={hidden_size}, num_heads={self.num_heads}"
+            )
+        return hidden_size
+
+    def _dense(self, units, name, use_bias=True, fused_parts=1):
+        initializer = self.kernel_initializer
+        if fused_parts > 1:
+            initializer = _fused_initializer(initializer, fused_parts)
+        return keras.layers.Dense(
+            units,
+            use_bias=use_bias,
+            kernel_initializer=initializer,
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def _attend(self, probs, values, training):
+        """Applies attention dropout, then weighs the values."""
+        probs = self.attention_dropout(probs, training=training)
+        return ops.matmul(ops.cast(probs, values.dtype), values)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "attention_dropout_rate": self.attention_dropout_rate,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class MultiHeadSelfAttention(_AttentionBase):
+    """Multi-head self-attention with a fused qkv projection (ViT App. A, Eq. 5-8).
+
+    `[q, k, v] = z U_qkv`, `A = softmax(q k^T / sqrt(D_h))`, `SA(z) = A v`, and the
+    heads are concatenated and projected by `U_msa`. The layer normalization,
+    dropout and residual around it belong to `TransformerBlock`.
+
+    Args:
+        num_heads: int. Number of attention heads; must divide the width.
+        qkv_bias: bool. Whether the qkv projection has a bias (ViT: yes,
+            ConViT: no). Defaults to `True`.
+        attention_dropout_rate: float. Dropout on the attention probabilities.
+            Defaults to 0.
+        kernel_initializer: Initializer of the projection kernels; each of q, k
+            and v is initialized as its own `D x D` matrix. Defaults to
+            `"glorot_uniform"` (the reference ViT's Xavier uniform).
+        **kwargs: Base layer arguments.
+
+    Call arguments:
+        tokens: Tensor of shape `(batch, length, width)`.
+        training: bool. Whether dropout is active.
+        return_attention_scores: bool. If `True`, use the explicit path and also
+            return the probabilities, shape `(batch, heads, length, length)`.
+    """
+
+    def __init__(self, num_heads, qkv_bias=True, **kwargs):
+        super().__init__(num_heads, **kwargs)
+        self.qkv_bias = qkv_bias
+
+    def build(self, input_shape):
+        hidden_size = self._check_width(input_shape)
+        self.head_dim = hidden_size // self.num_heads
+        self.qkv = self._dense(3 * hidden_size, "qkv", self.qkv_bias, fused_parts=3)
+        self.qkv.build(input_shape)
+        self.out = self._dense(hidden_size, "out")
+        self.out.build(input_shape)
+        self.attention_dropout = keras.layers.Dropout(
+            self.attention_dropout_rate, dtype=self.dtype_policy
+        )
+
+    def _qkv(self, tokens):
+        """Returns q, k, v as (batch, length, heads, head_dim) tensors."""
+        qkv = self.qkv(tokens)
+        shape = ops.shape(tokens)
+        qkv = ops.reshape(qkv, (shape[0], shape[1], 3, self.num_heads, self.head_dim))
+        return qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+
+    def compute_attention(self, query, key):
+        """Attention probabilities `softmax(q k^T / sqrt(D_h))`, in float32.
+
+        Args:
+            query: Tensor `(batch, length, heads, head_dim)`.
+            key: Tensor `(batch, length, heads, head_dim)`.
+
+        Returns:
+            Tensor `(batch, heads, length, length)`.
+        """
+        query = ops.transpose(query, (0, 2, 1, 3))
+        key = ops.transpose(key, (0, 2, 3, 1))
+        logits = ops.matmul(query, key) / math.sqrt(self.head_dim)
+        # Softmax in float32: bfloat16 logits lose the small differences that
+        # separate neighbouring patches.
+        return ops.softmax(ops.cast(logits, "float32"), axis=-1)
+
+    def call(self, tokens, training=None, return_attention_scores=False):
+        query, key, value = self._qkv(tokens)
+        explicit = return_attention_scores or (training and self.attention_dropout_rate > 0)
+        if explicit:
+            probs = self.compute_attention(query, key)
+            x = _merge_heads(self._attend(probs, ops.transpose(value, (0, 2, 1, 3)), training))
+        else:
+            x = ops.dot_product_attention(query, key, value)
+            shape = ops.shape(x)
+            x = ops.reshape(x, (shape[0], shape[1], self.num_heads * self.head_dim))
+        x = self.out(x)
+        return (x, probs) if return_attention_scores else x
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"qkv_bias": self.qkv_bias})
+        return config
+
+
+def relative_offsets(grid_size):
+    """Fixed relative position encodings `r_ij = (dx, dy, dx^2 + dy^2)` (ConViT Eq. 5).
+
+    Tokens are numbered row-major over the patch grid; `dx` and `dy` are the
+    column and row offsets of key `j` from query `i`.
+
+    Args:
+        grid_size: tuple `(rows, cols)` of the patch grid.
+
+    Returns:
+        float32 numpy array of shape `(N, N, 3)` with `N = rows * cols`.
+    """
+    rows, cols = grid_size
+    y, x = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+    y, x = y.reshape(-1), x.reshape(-1)
+    dx = x[None, :] - x[:, None]
+    dy = y[None, :] - y[:, None]
+    return np.stack([dx, dy, dx**2 + dy**2], axis=-1).astype("float32")
+
+
+def local_init_kernel(num_heads, locality_strength):
+    """Positional projection `v_pos` of the convolutional initialization (ConViT Eq. 5).
+
+    Head `h` gets the attention centre `Delta_h = (h // k - c, h % k - c)` of a
+    `k x k` kernel, `k = sqrt(num_heads)`, `c` its centre, so that
+    `v_pos^h . r_ij = -alpha (|delta_ij - Delta_h|^2 - |Delta_h|^2)` peaks at the
+    patch at offset `Delta_h`. The head order is that of the reference
+    implementation, so published checkpoints keep their meaning.
+
+    Args:
+        num_heads: int. A perfect square.
+        locality_strength: float. `alpha`, how sharply each head focuses.
+
+    Returns:
+        float32 numpy array of shape `(3, num_heads)`, a Dense kernel on `r_ij`.
+    """
+    kernel_size = math.isqrt(num_heads)
+    if kernel_size * kernel_size != num_heads:
+        raise ValueError(
+            "The convolutional initialization of GPSA needs a perfect-square "
+            "number of heads (one per position of a sqrt(num_heads) x "
+            f"sqrt(num_heads) kernel). Received: num_heads={num_heads}"
+        )
+    center = (kernel_size - 1) / 2
+    heads = np.arange(num_heads)
+    kernel = np.stack(
+        [
+            2.0 * (heads // kernel_size - center),
+            2.0 * (heads % kernel_size - center),
+            -np.ones(num_heads),
+        ]
+    )
+    return (locality_strength * kernel).astype("float32")
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class GPSA(_AttentionBase):
+    """Gated positional self-attention (ConViT Eq. 6-7).
+
+    `A^h = (1 - sigma(lambda_h)) softmax(Q^h K^h^T / sqrt(D_h))
+          + sigma(lambda_h) softmax(v_pos^h r_ij)`, normalized over keys, then
+    `GPSA_h(X) = A^h X W_val^h`. The relative encodings `r_ij` are fixed and
+    computed once in `build()` for the patch grid (non-square grids included);
+    `v_pos^h` and the gates `lambda_h` are learned, the gates initialized to 1.
+
+    With `use_local_init`, the layer starts as a convolution (ConViT Sec. 3):
+    `W_val` is the identity and `v_pos` centres each head on one position of a
+    `sqrt(N_h) x sqrt(N_h)` kernel with sharpness `locality_strength`.
+
+    Args:
+        num_heads: int. Number of heads; a perfect square with `use_local_init`.
+        grid_size: int or tuple of 2 ints. Rows and columns of the patch grid.
+        locality_strength: float. `alpha` of the convolutional initialization.
+            Defaults to 1.
+        use_local_init: bool. Whether to use the convolutional initialization.
+            Defaults to `True`.
+        qk_bias: bool. Whether the query/key and value projections have a bias.
+            Defaults to `False`, as in ConViT.
+        attention_dropout_rate: float. Dropout on the attention. Defaults to 0.
+        kernel_initializer: Initializer of the q/k/v and output projections.
+            Defaults to `"glorot_uniform"`.
+        **kwargs: Base layer arguments.
+
+    Call arguments:
+        tokens: Tensor of shape `(batch, rows * cols, width)`; patch tokens only.
+        training: bool. Whether dropout is active.
+        return_attention_scores: bool. Also return `normalize[A]`, shape
+            `(batch, heads, length, length)`.
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        grid_size,
+        locality_strength=1.0,
+        use_local_init=True,
+        qk_bias=False,
+        **kwargs,
+    ):
+        super().__init__(num_heads, **kwargs)
+        self.grid_size = to_pair(grid_size, "grid_size")
+        self.locality_strength = float(locality_strength)
+        self.use_local_init = use_local_init
+        self.qk_bias = qk_bias
+        if use_local_init:
+            # Fails early, with the message, for a non-square head count.
+            local_init_kernel(num_heads, self.locality_strength)
+
+    def build(self, input_shape):
+        hidden_size = self._check_width(input_shape)
+        self.head_dim = hidden_size // self.num_heads
+        num_tokens = self.grid_size[0] * self.grid_size[1]
+        if input_shape[1] is not None and input_shape[1] != num_tokens:
+            raise ValueError(
+                f"GPSA was given a {self.grid_size} grid ({num_tokens} tokens) "
+                f"but the input has {input_shape[1]} tokens. "
+                f"Received: input_shape={input_shape}"
+            )
+        self.relative_offsets = relative_offsets(self.grid_size)
+        self.qk = self._dense(2 * hidden_size, "qk", self.qk_bias, fused_parts=2)
+        self.qk.build(input_shape)
+        self.v = self._dense(hidden_size, "v", self.qk_bias)
+        self.v.build(input_shape)
+        self.out = self._dense(hidden_size, "out")
+        self.out.build(input_shape)
+        self.pos_proj = keras.layers.Dense(
+            self.num_heads,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name="pos_proj",
+        )
+        self.pos_proj.build((None, 3))
+        self.gating = self.add_weight(
+            shape=(self.num_heads,), initializer="ones", name="gating"
+        )
+        self.attention_dropout = keras.layers.Dropout(
+            self.attention_dropout_rate, dtype=self.dtype_policy
+        )
+        if self.use_local_init:
+            self.v.kernel.assign(np.eye(hidden_size, dtype="float32"))
+            self.pos_proj.kernel.assign(
+                local_init_kernel(self.num_heads, self.locality_strength)
+            )
+
+    def compute_attention(self, tokens):
+        """The normalized gated attention of Eq. 6-7, in float32.
+
+        Args:
+            tokens: Tensor `(batch, length, width)`.
+
+        Returns:
+            Tensor `(batch, heads, length, length)`.
+        """
+        qk = _split_heads(self.qk(tokens), 2 * self.num_heads, self.head_dim)
+        query, key = qk[:, : self.num_heads], qk[:, self.num_heads :]
+        logits = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))
+        logits = ops.cast(logits, "float32") / math.sqrt(self.head_dim)
+        content = ops.softmax(logits, axis=-1)
+        # r_ij is batch-independent, so the positional scores are computed once
+        # per call and broadcast over the batch.
+        offsets = ops.convert_to_tensor(self.relative_offsets, dtype=self.compute_dtype)
+        position = ops.cast(self.pos_proj(offsets), "float32")
+        position = ops.softmax(ops.transpose(position, (2, 0, 1)), axis=-1)
+        gate = ops.reshape(ops.sigmoid(ops.cast(self.gating, "float32")), (-1, 1, 1))
+        attention = (1.0 - gate) * content + gate * position[None]
+        return attention / ops.sum(attention, axis=-1, keepdims=True)
+
+    def call(self, tokens, training=None, return_attention_scores=False):
+        probs = self.compute_attention(tokens)
+        values = _split_heads(self.v(tokens), self.num_heads, self.head_dim)
+        x = self.out(_merge_heads(self._attend(probs, values, training)))
+        return (x, probs) if return_attention_scores else x
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "grid_size": self.grid_size,
+                "locality_strength": self.locality_strength,
+                "use_local_init": self.use_local_init,
+                "qk_bias": self.qk_bias,
+            }
+        )
+        return config

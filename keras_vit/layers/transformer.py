@@ -1,0 +1,286 @@
+"""The pre-norm transformer encoder block (ViT Eq. 2-3) and its parts."""
+
+import keras
+from keras import ops
+
+from keras_vit.layers.attention import GPSA, MultiHeadSelfAttention
+from keras_vit.layers.validation import check_positive_int, check_rate
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class MLPBlock(keras.layers.Layer):
+    """Two dense layers with a GELU between them, each followed by dropout.
+
+    ViT Sec. 3.1 and App. B.1: the MLP has two layers with a GELU
+    non-linearity, and dropout follows every dense layer.
+
+    Args:
+        mlp_dim: int. Width of the hidden layer.
+        dropout_rate: float. Dropout after each dense layer. Defaults to 0.
+        kernel_initializer: Initializer of the kernels. Defaults to
+            `"glorot_uniform"` (reference ViT).
+        bias_initializer: Initializer of the biases. Defaults to a normal with
+            standard deviation 1e-6 (reference ViT).
+        **kwargs: Base layer arguments.
+    """
+
+    def __init__(
+        self,
+        mlp_dim,
+        dropout_rate=0.0,
+        kernel_initializer="glorot_uniform",
+        bias_initializer=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int(mlp_dim, "mlp_dim")
+        check_rate(dropout_rate, "dropout_rate")
+        self.mlp_dim = mlp_dim
+        self.dropout_rate = dropout_rate
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(
+            bias_initializer or keras.initializers.RandomNormal(stddev=1e-6)
+        )
+
+    def build(self, input_shape):
+        def dense(units, name):
+            return keras.layers.Dense(
+                units,
+                kernel_initializer=self.kernel_initializer,
+                bias_initializer=self.bias_initializer,
+                dtype=self.dtype_policy,
+                name=name,
+            )
+
+        self.fc1 = dense(self.mlp_dim, "fc1")
+        self.fc1.build(input_shape)
+        self.fc2 = dense(input_shape[-1], "fc2")
+        self.fc2.build((*input_shape[:-1], self.mlp_dim))
+        self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
+
+    def call(self, x, training=None):
+        # Exact (erf) GELU, as in the PyTorch ports the published weights are
+        # evaluated with; the tanh approximation differs by up to ~1e-3.
+        x = keras.activations.gelu(self.fc1(x), approximate=False)
+        x = self.dropout(x, training=training)
+        return self.dropout(self.fc2(x), training=training)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "mlp_dim": self.mlp_dim,
+                "dropout_rate": self.dropout_rate,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class StochasticDepth(keras.layers.Layer):
+    """Drops a whole residual branch per example (Huang et al. 2016).
+
+    During training each example's branch is zeroed with probability `rate` and
+    scaled by `1 / (1 - rate)` otherwise, so that inference needs no rescaling.
+
+    Args:
+        rate: float. Probability of dropping the branch, in [0, 1).
+        seed: int or None. Seed of the random generator.
+        **kwargs: Base layer arguments.
+    """
+
+    def __init__(self, rate, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        check_rate(rate, "rate")
+        self.rate = rate
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+
+    def call(self, x, training=None):
+        if not training or self.rate == 0.0:
+            return x
+        keep = 1.0 - self.rate
+        shape = (ops.shape(x)[0],) + (1,) * (len(x.shape) - 1)
+        mask = keras.random.uniform(shape, seed=self.seed_generator) < keep
+        return x * ops.cast(mask, x.dtype) / ops.cast(keep, x.dtype)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"rate": self.rate, "seed": self.seed})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class TransformerBlock(keras.layers.Layer):
+    """Pre-LayerNorm transformer encoder block (ViT Eq. 2-3).
+
+    `z' = z + DropPath(Dropout(MSA(LN(z))))`, `z'' = z' + DropPath(MLP(LN(z')))`.
+    Dropout follows every dense layer but the qkv projection (ViT App. B.1). With
+    `use_gpsa` the attention is ConViT's gated positional self-attention.
+
+    Args:
+        num_heads: int. Number of attention heads.
+        mlp_dim: int. Hidden width of the MLP.
+        dropout_rate: float. Dropout after the dense layers. Defaults to 0.
+        attention_dropout_rate: float. Dropout on attention probabilities.
+            Defaults to 0.
+        drop_path_rate: float. Stochastic depth rate of both residual branches.
+            Defaults to 0.
+        layer_norm_epsilon: float. Defaults to 1e-6, as in the reference.
+        qkv_bias: bool. Bias in the qkv projection. Defaults to `True`.
+        use_gpsa: bool. Use `GPSA` instead of `MultiHeadSelfAttention`.
+            Defaults to `False`.
+        grid_size: tuple of 2 ints. Patch grid, needed with `use_gpsa`.
+        locality_strength: float. GPSA's convolutional-init strength.
+            Defaults to 1.
+        use_local_init: bool. GPSA's convolutional initialization. Defaults to
+            `True`.
+        kernel_initializer: Initializer of all kernels. Defaults to
+            `"glorot_uniform"`.
+        mlp_bias_initializer: Initializer of the MLP biases. Defaults to a
+            normal with standard deviation 1e-6 (reference ViT).
+        **kwargs: Base layer arguments.
+
+    Call arguments:
+        tokens: Tensor `(batch, length, width)`.
+        training: bool.
+        return_attention_scores: bool. Also return the attention probabilities
+            `(batch, heads, length, length)`.
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        mlp_dim,
+        dropout_rate=0.0,
+        attention_dropout_rate=0.0,
+        drop_path_rate=0.0,
+        layer_norm_epsilon=1e-6,
+        qkv_bias=True,
+        use_gpsa=False,
+        grid_size=None,
+        locality_strength=1.0,
+        use_local_init=True,
+        kernel_initializer="glorot_uniform",
+        mlp_bias_initializer=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int(num_heads, "num_heads")
+        check_positive_int(mlp_dim, "mlp_dim")
+        for name, rate in (
+            ("dropout_rate", dropout_rate),
+            ("attention_dropout_rate", attention_dropout_rate),
+            ("drop_path_rate", drop_path_rate),
+        ):
+            check_rate(rate, name)
+        if use_gpsa and grid_size is None:
+            raise ValueError(
+                "`grid_size` (rows, cols of the patch grid) is required with "
+                f"`use_gpsa=True`. Received: grid_size={grid_size}"
+            )
+        self.num_heads = num_heads
+        self.mlp_dim = mlp_dim
+        self.dropout_rate = dropout_rate
+        self.attention_dropout_rate = attention_dropout_rate
+        self.drop_path_rate = drop_path_rate
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.qkv_bias = qkv_bias
+        self.use_gpsa = use_gpsa
+        self.grid_size = None if grid_size is None else tuple(grid_size)
+        self.locality_strength = locality_strength
+        self.use_local_init = use_local_init
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.mlp_bias_initializer = keras.initializers.get(
+            mlp_bias_initializer or keras.initializers.RandomNormal(stddev=1e-6)
+        )
+        if use_gpsa:
+            # Surfaces GPSA's argument errors at construction time.
+            self._make_attention()
+
+    def _make_attention(self):
+        common = dict(
+            num_heads=self.num_heads,
+            attention_dropout_rate=self.attention_dropout_rate,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name="attention",
+        )
+        if self.use_gpsa:
+            return GPSA(
+                grid_size=self.grid_size,
+                locality_strength=self.locality_strength,
+                use_local_init=self.use_local_init,
+                qk_bias=self.qkv_bias,
+                **common,
+            )
+        return MultiHeadSelfAttention(qkv_bias=self.qkv_bias, **common)
+
+    def build(self, input_shape):
+        def layer_norm(name):
+            norm = keras.layers.LayerNormalization(
+                epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+            )
+            norm.build(input_shape)
+            return norm
+
+        self.norm1 = layer_norm("norm1")
+        self.attention = self._make_attention()
+        self.attention.build(input_shape)
+        self.norm2 = layer_norm("norm2")
+        self.mlp = MLPBlock(
+            self.mlp_dim,
+            dropout_rate=self.dropout_rate,
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.mlp_bias_initializer,
+            dtype=self.dtype_policy,
+            name="mlp",
+        )
+        self.mlp.build(input_shape)
+        self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
+        self.drop_path = StochasticDepth(self.drop_path_rate, dtype=self.dtype_policy)
+
+    def call(self, tokens, training=None, return_attention_scores=False):
+        x = self.norm1(tokens)
+        x = self.attention(
+            x, training=training, return_attention_scores=return_attention_scores
+        )
+        if return_attention_scores:
+            x, scores = x
+        x = self.dropout(x, training=training)
+        tokens = tokens + self.drop_path(x, training=training)
+        x = self.mlp(self.norm2(tokens), training=training)
+        tokens = tokens + self.drop_path(x, training=training)
+        return (tokens, scores) if return_attention_scores else tokens
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "mlp_dim": self.mlp_dim,
+                "dropout_rate": self.dropout_rate,
+                "attention_dropout_rate": self.attention_dropout_rate,
+                "drop_path_rate": self.drop_path_rate,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "qkv_bias": self.qkv_bias,
+                "use_gpsa": self.use_gpsa,
+                "grid_size": self.grid_size,
+                "locality_strength": self.locality_strength,
+                "use_local_init": self.use_local_init,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "mlp_bias_initializer": keras.initializers.serialize(self.mlp_bias_initializer),
+            }
+        )
+        return config

@@ -1,0 +1,129 @@
+"""Pieces shared by the model builders: argument checks, preprocessing, heads."""
+
+import keras
+
+from keras_vit.layers.pooling import ClassTokenPooling
+from keras_vit.layers.validation import check_positive_int, check_rate, to_pair
+
+POOLINGS = ("token", "gap")
+
+# Per-channel statistics of ImageNet in [0, 1], used by DeiT and ConViT.
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+PREPROCESSINGS = ("inception", "imagenet", None)
+
+
+def check_common_args(
+    image_size,
+    patch_size,
+    num_channels,
+    hidden_size,
+    num_layers,
+    num_heads,
+    mlp_dim,
+    pooling,
+    preprocessing,
+    dropout_rate,
+    attention_dropout_rate,
+    drop_path_rate,
+):
+    """Validates the arguments every builder shares; returns (image_size, patch_size) pairs."""
+    image_size = to_pair(image_size, "image_size")
+    patch_size = to_pair(patch_size, "patch_size")
+    for name, value in (
+        ("num_channels", num_channels),
+        ("hidden_size", hidden_size),
+        ("num_layers", num_layers),
+        ("num_heads", num_heads),
+        ("mlp_dim", mlp_dim),
+    ):
+        check_positive_int(value, name)
+    if hidden_size % num_heads:
+        raise ValueError(
+            "`hidden_size` must be divisible by `num_heads`. "
+            f"Received: hidden_size={hidden_size}, num_heads={num_heads}"
+        )
+    if pooling not in POOLINGS:
+        raise ValueError(
+            f"`pooling` must be one of {POOLINGS}. Received: pooling={pooling!r}"
+        )
+    if preprocessing not in PREPROCESSINGS:
+        raise ValueError(
+            f"`preprocessing` must be one of {PREPROCESSINGS}. "
+            f"Received: preprocessing={preprocessing!r}"
+        )
+    for name, rate in (
+        ("dropout_rate", dropout_rate),
+        ("attention_dropout_rate", attention_dropout_rate),
+        ("drop_path_rate", drop_path_rate),
+    ):
+        check_rate(rate, name)
+    return image_size, patch_size
+
+
+def check_grid(feature_size, patch_size, image_size):
+    """Raises unless the (feature map of the) image divides into whole patches."""
+    if feature_size[0] % patch_size[0] or feature_size[1] % patch_size[1]:
+        detail = "" if feature_size == image_size else (
+            f" (the ResNet backbone turns it into a {feature_size} feature map)"
+        )
+        raise ValueError(
+            f"`image_size` must be divisible by `patch_size`{detail}. "
+            f"Received: image_size={image_size}, patch_size={patch_size}"
+        )
+
+
+def preprocess(x, mode, num_channels, dtype):
+    """Maps [0, 255] pixels to the range the weights were trained with.
+
+    `"inception"` maps to [-1, 1] (official ViT and hybrid weights);
+    `"imagenet"` subtracts the ImageNet mean and divides by its standard
+    deviation (DeiT, ConViT); `None` leaves the input as it is.
+    """
+    if mode is None:
+        return x
+    if mode == "inception":
+        scale, offset = 1.0 / 127.5, -1.0
+    else:
+        mean, std = IMAGENET_MEAN, IMAGENET_STD
+        if num_channels != 3:
+            # Grayscale or multispectral input: the channel-averaged statistics.
+            mean, std = [sum(mean) / 3] * num_channels, [sum(std) / 3] * num_channels
+        scale = [1.0 / (255.0 * s) for s in std]
+        offset = [-m / s for m, s in zip(mean, std)]
+    return keras.layers.Rescaling(scale, offset, dtype=dtype, name="preprocessing")(x)
+
+
+def classification_head(
+    features, num_classes, representation_size, classifier_activation, dtype
+):
+    """Optional pre-logits (Dense + tanh) and a zero-initialized classifier.
+
+    ViT App. B.1.1: the classifier is a zero-initialized `D x K` layer. Its
+    output is computed in float32 under mixed precision, for stable losses.
+    """
+    check_positive_int(num_classes, "num_classes")
+    if representation_size is not None:
+        check_positive_int(representation_size, "representation_size")
+        features = keras.layers.Dense(
+            representation_size,
+            activation="tanh",
+            kernel_initializer="lecun_normal",
+            dtype=dtype,
+            name="pre_logits",
+        )(features)
+    policy = keras.dtype_policies.get(dtype) if dtype is not None else keras.config.dtype_policy()
+    return keras.layers.Dense(
+        num_classes,
+        activation=classifier_activation,
+        kernel_initializer="zeros",
+        dtype="float32" if policy.compute_dtype != policy.variable_dtype else policy,
+        name="head",
+    )(features)
+
+
+def pool(tokens, pooling, dtype):
+    """Class-token (first token) or global-average pooling of the encoder output."""
+    if pooling == "token":
+        return ClassTokenPooling(dtype=dtype, name="token_pool")(tokens)
+    return keras.layers.GlobalAveragePooling1D(dtype=dtype, name="gap")(tokens)

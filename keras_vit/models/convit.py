@@ -1,0 +1,136 @@
+"""ConViT: a ViT whose first blocks use gated positional self-attention (d'Ascoli et al. 2021)."""
+
+import keras
+
+from keras_vit.layers.patching import ClassToken, PatchEncoder, Patches
+from keras_vit.layers.transformer import TransformerBlock
+from keras_vit.models.common import (
+    check_common_args,
+    check_grid,
+    classification_head,
+    pool,
+    preprocess,
+)
+
+# DeiT/ConViT initialize every dense kernel, the position embeddings and the class
+# token with a truncated normal of standard deviation 0.02, and biases with zeros.
+_DEIT_INIT = {"class_name": "TruncatedNormal", "config": {"stddev": 0.02}}
+
+
+def ConViT(
+    image_size=224,
+    patch_size=16,
+    num_channels=3,
+    hidden_size=432,
+    num_layers=12,
+    num_heads=9,
+    mlp_dim=1728,
+    num_gpsa_layers=10,
+    locality_strength=1.0,
+    num_classes=1000,
+    include_top=True,
+    pooling="token",
+    representation_size=None,
+    classifier_activation=None,
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    drop_path_rate=0.0,
+    preprocessing="imagenet",
+    dtype=None,
+    name="convit",
+):
+    """Builds a ConViT (ConViT Sec. 3, Fig. 4).
+
+    The first `num_gpsa_layers` blocks use GPSA (Eq. 6-7) on the patch tokens,
+    which carry position embeddings without a class slot; the class token is
+    inserted after the last GPSA block and the remaining blocks are ordinary
+    self-attention. The q/k/v projections have no bias, as in the reference.
+
+    Args:
+        image_size: int or tuple `(height, width)`; non-square works.
+            Defaults to 224.
+        patch_size: int or tuple. Defaults to 16.
+        num_channels: int. Defaults to 3.
+        hidden_size: int. Width D. Defaults to 432 (ConViT-S).
+        num_layers: int. Defaults to 12.
+        num_heads: int. With convolutional initialization a perfect square.
+            Defaults to 9.
+        mlp_dim: int. Defaults to 1728 (4 D).
+        num_gpsa_layers: int. Number of leading GPSA blocks, in
+            `[0, num_layers]` (`num_layers` needs `pooling="gap"`). Defaults to 10.
+        locality_strength: float. `alpha` of the convolutional initialization
+            (Eq. 5); `0` switches that initialization off. Defaults to 1.
+        num_classes, include_top, pooling, representation_size,
+        classifier_activation, dropout_rate, attention_dropout_rate,
+        drop_path_rate, dtype, name: as in `VisionTransformer`.
+        preprocessing: Defaults to `"imagenet"` (mean/std, as DeiT and ConViT).
+
+    Returns:
+        A `keras.Model` taking `(batch, height, width, num_channels)` images.
+    """
+    image_size, patch_size = check_common_args(
+        image_size, patch_size, num_channels, hidden_size, num_layers, num_heads, mlp_dim,
+        pooling, preprocessing, dropout_rate, attention_dropout_rate, drop_path_rate,
+    )
+    check_grid(image_size, patch_size, image_size)
+    if not isinstance(num_gpsa_layers, int) or not 0 <= num_gpsa_layers <= num_layers:
+        raise ValueError(
+            f"`num_gpsa_layers` must be an integer in [0, num_layers={num_layers}]. "
+            f"Received: num_gpsa_layers={num_gpsa_layers}"
+        )
+    if pooling == "token" and num_gpsa_layers == num_layers:
+        raise ValueError(
+            "With `pooling='token'` the class token is inserted after the last GPSA "
+            "block, so at least one block must follow it: use num_gpsa_layers < "
+            f"num_layers or pooling='gap'. Received: num_gpsa_layers={num_gpsa_layers}, "
+            f"num_layers={num_layers}"
+        )
+    if locality_strength < 0:
+        raise ValueError(
+            "`locality_strength` must be >= 0 (0 disables the convolutional "
+            f"initialization). Received: locality_strength={locality_strength}"
+        )
+    grid_size = (image_size[0] // patch_size[0], image_size[1] // patch_size[1])
+
+    images = keras.Input((*image_size, num_channels), name="images")
+    x = preprocess(images, preprocessing, num_channels, dtype)
+    x = Patches(patch_size, dtype=dtype, name="patches")(x)
+    x = PatchEncoder(
+        hidden_size,
+        # PyTorch's default convolution initialization, which the reference keeps.
+        kernel_initializer=keras.initializers.VarianceScaling(1 / 3, "fan_in", "uniform"),
+        position_initializer=_DEIT_INIT,
+        dtype=dtype,
+        name="patch_encoder",
+    )(x)
+    x = keras.layers.Dropout(dropout_rate, dtype=dtype, name="embedding_dropout")(x)
+    for index in range(num_layers):
+        if index == num_gpsa_layers and pooling == "token":
+            x = ClassToken(
+                use_position_embedding=False,
+                initializer=_DEIT_INIT,
+                dtype=dtype,
+                name="class_token",
+            )(x)
+        use_gpsa = index < num_gpsa_layers
+        x = TransformerBlock(
+            num_heads,
+            mlp_dim,
+            dropout_rate=dropout_rate,
+            attention_dropout_rate=attention_dropout_rate,
+            drop_path_rate=drop_path_rate * index / max(num_layers - 1, 1),
+            qkv_bias=False,
+            use_gpsa=use_gpsa,
+            grid_size=grid_size if use_gpsa else None,
+            locality_strength=locality_strength,
+            use_local_init=locality_strength > 0,
+            kernel_initializer=_DEIT_INIT,
+            mlp_bias_initializer="zeros",
+            dtype=dtype,
+            name=f"block_{index}",
+        )(x)
+    x = keras.layers.LayerNormalization(epsilon=1e-6, dtype=dtype, name="encoder_norm")(x)
+    x = pool(x, pooling, dtype)
+    if include_top:
+        x = classification_head(x, num_classes, representation_size, classifier_activation, dtype)
+    return keras.Model(images, x, name=name)

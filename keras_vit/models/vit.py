@@ -1,0 +1,151 @@
+"""The Vision Transformer and the hybrid ResNet+ViT (Dosovitskiy et al. 2021)."""
+
+import keras
+import numpy as np
+
+from keras_vit.layers.bit import ResNetStage, StandardizedConv2D
+from keras_vit.layers.patching import ClassToken, PatchEncoder, Patches
+from keras_vit.layers.transformer import TransformerBlock
+from keras_vit.models.common import (
+    check_common_args,
+    check_grid,
+    classification_head,
+    pool,
+    preprocess,
+)
+
+
+def resnet_feature_size(image_size, resnet_stages):
+    """Spatial size of the BiT ResNet's output: the root divides by 4, each later stage by 2."""
+    size = np.array(image_size)
+    for _ in range(2 + max(len(resnet_stages) - 1, 0)):
+        size = -(-size // 2)  # "same" padding rounds up
+    return tuple(int(s) for s in size)
+
+
+def bit_resnet(x, resnet_stages, width, dtype):
+    """The BiT ResNet backbone of the hybrids (ViT Sec. 3.1 "Hybrid Architecture", 4.1).
+
+    The root is a standardized 7x7/2 convolution, GroupNorm, ReLU and a 3x3/2 max
+    pool; stage `i` (from 0) has bottleneck width `64 * width * 2**i` and stride 2
+    except the first. Layer names follow the reference (`conv_root`, `gn_root`,
+    `block1`, ...), which the checkpoint converters rely on.
+    """
+    root_width = 64 * width
+    x = StandardizedConv2D(
+        root_width, 7, strides=2, padding="same", use_bias=False, dtype=dtype, name="conv_root"
+    )(x)
+    x = keras.layers.GroupNormalization(groups=32, epsilon=1e-6, dtype=dtype, name="gn_root")(x)
+    x = keras.layers.ReLU(dtype=dtype, name="relu_root")(x)
+    x = keras.layers.MaxPooling2D(3, strides=2, padding="same", dtype=dtype, name="pool_root")(x)
+    for index, num_units in enumerate(resnet_stages):
+        x = ResNetStage(
+            num_units,
+            root_width * 2**index,
+            strides=1 if index == 0 else 2,
+            dtype=dtype,
+            name=f"block{index + 1}",
+        )(x)
+    return x
+
+
+def VisionTransformer(
+    image_size=224,
+    patch_size=16,
+    num_channels=3,
+    hidden_size=768,
+    num_layers=12,
+    num_heads=12,
+    mlp_dim=3072,
+    num_classes=1000,
+    include_top=True,
+    pooling="token",
+    representation_size=None,
+    classifier_activation=None,
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    drop_path_rate=0.0,
+    resnet_stages=None,
+    resnet_width=1,
+    preprocessing="inception",
+    dtype=None,
+    name="vision_transformer",
+):
+    """Builds a Vision Transformer, optionally on a BiT ResNet (a hybrid).
+
+    The image is cut into patches (for a hybrid: the ResNet feature map is),
+    embedded with position embeddings and a class token (Eq. 1), passed through
+    `num_layers` pre-norm transformer blocks (Eq. 2-3) and a final LayerNorm, and
+    the class token (or the token average) goes to the head (Eq. 4).
+
+    Args:
+        image_size: int or tuple `(height, width)`. Input size; non-square works.
+            Defaults to 224.
+        patch_size: int or tuple. Patch size in pixels, or in feature-map cells
+            for a hybrid. Defaults to 16.
+        num_channels: int. Input channels (1 for grayscale). Defaults to 3.
+        hidden_size: int. Width D. Defaults to 768.
+        num_layers: int. Number of transformer blocks. Defaults to 12.
+        num_heads: int. Attention heads; must divide `hidden_size`. Defaults to 12.
+        mlp_dim: int. Hidden width of the MLPs. Defaults to 3072.
+        num_classes: int. Classes of the head. Defaults to 1000.
+        include_top: bool. If `False`, the model returns the pooled features
+            (before pre-logits and head). Defaults to `True`.
+        pooling: `"token"` (class token, Eq. 4) or `"gap"` (average of the patch
+            tokens; no class token, as in the reference). Defaults to `"token"`.
+        representation_size: int or None. Width of the pre-logits layer (Dense +
+            tanh) used in pre-training; `None` for none. Defaults to `None`.
+        classifier_activation: Activation of the head, e.g. `"softmax"`.
+            Defaults to `None` (logits).
+        dropout_rate: float. Dropout after the position embeddings and every
+            dense layer but qkv (App. B.1). Defaults to 0.
+        attention_dropout_rate: float. Dropout on attention. Defaults to 0.
+        drop_path_rate: float. Stochastic depth, rising linearly from 0 in the
+            first block to this value in the last. Defaults to 0.
+        resnet_stages: None for a pure ViT, or a tuple with the number of units
+            of each BiT ResNet stage, `()` for the root alone. Defaults to `None`.
+        resnet_width: int. Width multiplier of the ResNet. Defaults to 1.
+        preprocessing: `"inception"` ([0, 255] to [-1, 1]), `"imagenet"`
+            (mean/std) or `None`. Defaults to `"inception"`.
+        dtype: dtype policy name or `keras.DTypePolicy`, e.g. `"mixed_bfloat16"`.
+            Defaults to the global policy.
+        name: str. Model name.
+
+    Returns:
+        A `keras.Model` taking `(batch, height, width, num_channels)` images.
+    """
+    image_size, patch_size = check_common_args(
+        image_size, patch_size, num_channels, hidden_size, num_layers, num_heads, mlp_dim,
+        pooling, preprocessing, dropout_rate, attention_dropout_rate, drop_path_rate,
+    )
+    if resnet_stages is not None:
+        resnet_stages = tuple(resnet_stages)
+        feature_size = resnet_feature_size(image_size, resnet_stages)
+    else:
+        feature_size = image_size
+    check_grid(feature_size, patch_size, image_size)
+
+    images = keras.Input((*image_size, num_channels), name="images")
+    x = preprocess(images, preprocessing, num_channels, dtype)
+    if resnet_stages is not None:
+        x = bit_resnet(x, resnet_stages, resnet_width, dtype)
+    x = Patches(patch_size, dtype=dtype, name="patches")(x)
+    x = PatchEncoder(hidden_size, dtype=dtype, name="patch_encoder")(x)
+    if pooling == "token":
+        x = ClassToken(dtype=dtype, name="class_token")(x)
+    x = keras.layers.Dropout(dropout_rate, dtype=dtype, name="embedding_dropout")(x)
+    for index in range(num_layers):
+        x = TransformerBlock(
+            num_heads,
+            mlp_dim,
+            dropout_rate=dropout_rate,
+            attention_dropout_rate=attention_dropout_rate,
+            drop_path_rate=drop_path_rate * index / max(num_layers - 1, 1),
+            dtype=dtype,
+            name=f"encoderblock_{index}",
+        )(x)
+    x = keras.layers.LayerNormalization(epsilon=1e-6, dtype=dtype, name="encoder_norm")(x)
+    x = pool(x, pooling, dtype)
+    if include_top:
+        x = classification_head(x, num_classes, representation_size, classifier_activation, dtype)
+    return keras.Model(images, x, name=name)

@@ -1,0 +1,3 @@
+"""The package version, read by setup.cfg."""
+
+__version__ = "0.1.0"

@@ -129,8 +129,15 @@ class MultiHeadSelfAttention(_AttentionBase):
             return the probabilities, shape `(batch, heads, length, length)`.
     """
 
-    def __init__(self, num_heads, qkv_bias=True, **kwargs):
-        super().__init__(num_heads, **kwargs)
+    def __init__(
+        self,
+        num_heads,
+        qkv_bias=True,
+        attention_dropout_rate=0.0,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(num_heads, attention_dropout_rate, kernel_initializer, **kwargs)
         self.qkv_bias = qkv_bias
 
     def build(self, input_shape):
@@ -284,9 +291,11 @@ class GPSA(_AttentionBase):
         locality_strength=1.0,
         use_local_init=True,
         qk_bias=False,
+        attention_dropout_rate=0.0,
+        kernel_initializer="glorot_uniform",
         **kwargs,
     ):
-        super().__init__(num_heads, **kwargs)
+        super().__init__(num_heads, attention_dropout_rate, kernel_initializer, **kwargs)
         self.grid_size = to_pair(grid_size, "grid_size")
         self.locality_strength = float(locality_strength)
         self.use_local_init = use_local_init

@@ -11,8 +11,14 @@ def to_pair(value, name):
     Raises:
         ValueError: if `value` is not a positive int or a pair of them.
     """
-    pair = (value, value) if isinstance(value, int) else tuple(value)
-    if len(pair) != 2 or not all(isinstance(v, int) and v > 0 for v in pair):
+    if isinstance(value, int):
+        pair = (value, value)
+    else:
+        try:
+            pair = tuple(value)
+        except TypeError:
+            pair = ()
+    if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pair):
         raise ValueError(
             f"`{name}` must be a positive integer or a tuple of 2 positive "
             f"integers. Received: {name}={value}"

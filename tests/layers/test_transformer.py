@@ -1,0 +1,96 @@
+"""TransformerBlock (ViT Eq. 2-3), MLPBlock and StochasticDepth against numpy."""
+
+import numpy as np
+import pytest
+
+from keras_vit.layers import MLPBlock, StochasticDepth, TransformerBlock
+from tests.layers.test_attention import np_gpsa, np_self_attention
+from tests.testing import ATOL, check_layer, np_gelu, np_layer_norm, set_random_weights, to_numpy
+
+
+def np_mlp(x, w1, b1, w2, b2):
+    return np_gelu(x @ w1 + b1) @ w2 + b2
+
+
+def test_mlp_block_matches_numpy():
+    x = np.random.normal(size=(2, 3, 8)).astype("float32")
+    check_layer(MLPBlock, {"mlp_dim": 16, "dropout_rate": 0.1}, x)
+    layer = MLPBlock(16)
+    layer(x)
+    set_random_weights(layer)
+    w = [to_numpy(v) for v in (layer.fc1.kernel, layer.fc1.bias, layer.fc2.kernel, layer.fc2.bias)]
+    np.testing.assert_allclose(to_numpy(layer(x)), np_mlp(x.astype("float64"), *w), atol=ATOL)
+
+
+def np_block(block, x, attention):
+    """z' = z + MSA(LN(z)); z'' = z' + MLP(LN(z')) with the block's weights."""
+    def ln(norm, z):
+        return np_layer_norm(z, to_numpy(norm.gamma), to_numpy(norm.beta), 1e-6)
+
+    y = x + attention(ln(block.norm1, x))
+    mlp = block.mlp
+    weights = [to_numpy(v) for v in (mlp.fc1.kernel, mlp.fc1.bias, mlp.fc2.kernel, mlp.fc2.bias)]
+    return y + np_mlp(ln(block.norm2, y), *weights)
+
+
+def test_transformer_block_matches_numpy():
+    x = np.random.normal(size=(2, 5, 12)).astype("float32")
+    kwargs = {"num_heads": 3, "mlp_dim": 20, "dropout_rate": 0.1, "drop_path_rate": 0.2}
+    check_layer(TransformerBlock, kwargs, x)
+    block = TransformerBlock(**kwargs)
+    block(x)
+    set_random_weights(block, scale=0.3)
+    attn = block.attention
+    w = [to_numpy(v) for v in (attn.qkv.kernel, attn.qkv.bias, attn.out.kernel, attn.out.bias)]
+    expected = np_block(block, x.astype("float64"), lambda z: np_self_attention(z, *w, num_heads=3)[0])
+    np.testing.assert_allclose(to_numpy(block(x)), expected, atol=ATOL)
+    output, scores = block(x, return_attention_scores=True)
+    np.testing.assert_allclose(to_numpy(output), expected, atol=ATOL)
+    assert tuple(scores.shape) == (2, 3, 5, 5)
+    # Dropout and stochastic depth act in training only.
+    assert np.abs(to_numpy(block(x, training=True)) - expected).max() > 1e-3
+
+
+def test_gpsa_block_matches_numpy():
+    x = np.random.normal(size=(2, 6, 16)).astype("float32")
+    kwargs = {"num_heads": 4, "mlp_dim": 8, "use_gpsa": True, "grid_size": (2, 3), "qkv_bias": False}
+    check_layer(TransformerBlock, kwargs, x)
+    block = TransformerBlock(**kwargs)
+    block(x)
+    set_random_weights(block, scale=0.3)
+    a = block.attention
+    w = [to_numpy(v) for v in (a.qk.kernel, a.v.kernel, a.out.kernel, a.out.bias,
+                              a.pos_proj.kernel, a.pos_proj.bias, a.gating)]
+    expected = np_block(
+        block, x.astype("float64"), lambda z: np_gpsa(z, *w, grid=(2, 3), num_heads=4)[0]
+    )
+    np.testing.assert_allclose(to_numpy(block(x)), expected, atol=ATOL)
+
+
+def test_gpsa_block_needs_grid_size():
+    with pytest.raises(ValueError, match="`grid_size`.*Received: grid_size=None"):
+        TransformerBlock(num_heads=4, mlp_dim=8, use_gpsa=True)
+
+
+def test_gpsa_block_rejects_non_square_heads_at_construction():
+    with pytest.raises(ValueError, match="perfect-square number of heads.*num_heads=3"):
+        TransformerBlock(num_heads=3, mlp_dim=8, use_gpsa=True, grid_size=(2, 2))
+
+
+def test_stochastic_depth_drops_whole_examples_and_rescales():
+    x = np.ones((4000, 3, 2), "float32")
+    check_layer(StochasticDepth, {"rate": 0.25, "seed": 1}, x)
+    layer = StochasticDepth(0.25, seed=1)
+    np.testing.assert_array_equal(to_numpy(layer(x)), x)
+    out = to_numpy(layer(x, training=True))
+    per_example = out.reshape(4000, -1)
+    # Every example is either dropped (0) or kept and scaled by 1 / (1 - rate).
+    np.testing.assert_allclose(np.unique(per_example), [0.0, 1 / 0.75], rtol=1e-6)
+    assert (per_example.min(1) == per_example.max(1)).all()
+    assert per_example[:, 0].mean() == pytest.approx(1.0, abs=0.05)
+
+
+@pytest.mark.parametrize("rate", [-0.1, 1.0])
+def test_stochastic_depth_rejects_bad_rate(rate):
+    with pytest.raises(ValueError, match=rf"`rate` must be a float in \[0, 1\). Received: rate={rate}"):
+        StochasticDepth(rate)

@@ -1,0 +1,89 @@
+"""Every named builder exists and has exactly the reference parameter count."""
+
+import gc
+
+import keras
+import pytest
+
+import keras_vit
+from keras_vit.models.variants import VARIANTS
+
+# At 224 px and 1000 classes. ViT, hybrid and ConViT-Ti/S/B counts are timm's for
+# the same configurations. timm has no ConViT "+" models; their counts are those
+# of the same layers at D = 64 N_h (ConViT Table 1), checked by hand count and
+# against Table 1 in `test_convit_counts_follow_table_1`.
+EXPECTED_PARAMETERS = {
+    "ViT_Ti16": 5_717_416,
+    "ViT_S16": 22_050_664,
+    "ViT_B16": 86_567_656,
+    "ViT_B32": 88_224_232,
+    "ViT_B8": 86_576_872,
+    "ViT_L16": 304_326_632,
+    "ViT_L32": 306_535_400,
+    "ViT_H14": 632_045_800,
+    "R_ViT_Ti16": 6_337_704,
+    "R26_ViT_S32": 36_431_912,
+    "R26_ViT_B32": 101_383_976,
+    "R50_ViT_B16": 98_659_112,
+    "R50_ViT_L32": 328_994_856,
+    "ConViT_Ti": 5_710_512,
+    "ConViT_S": 27_777_322,
+    "ConViT_B": 86_540_040,
+    "ConViT_Ti_plus": 9_972_912,
+    "ConViT_S_plus": 48_979_882,
+    "ConViT_B_plus": 153_134_856,
+}
+
+
+def test_every_variant_has_a_pinned_count_and_a_top_level_builder():
+    assert set(VARIANTS) == set(EXPECTED_PARAMETERS)
+    for name in VARIANTS:
+        assert callable(getattr(keras_vit, name)), name
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_PARAMETERS))
+def test_parameter_count(name):
+    model = getattr(keras_vit, name)()
+    assert model.count_params() == EXPECTED_PARAMETERS[name]
+    assert model.output_shape == (None, 1000)
+    del model
+    keras.backend.clear_session()
+    gc.collect()
+
+
+def _convit_count(num_heads, head_dim, patches=196, depth=12, gpsa=10, classes=1000):
+    """ConViT parameters by hand: patch conv, pos/class embeddings, blocks, norm, head."""
+    d = num_heads * head_dim
+    norms_and_mlp = 2 * 2 * d + (d * 4 * d + 4 * d) + (4 * d * d + d)
+    gpsa_attention = d * 2 * d + d * d + (d * d + d) + (3 * num_heads + num_heads) + num_heads
+    sa_attention = d * 3 * d + (d * d + d)
+    return (
+        (16 * 16 * 3 * d + d) + patches * d + d
+        + gpsa * (gpsa_attention + norms_and_mlp)
+        + (depth - gpsa) * (sa_attention + norms_and_mlp)
+        + 2 * d + (d * classes + classes)
+    )
+
+
+@pytest.mark.parametrize(
+    "name,num_heads,head_dim,table_millions",
+    [
+        ("ConViT_Ti", 4, 48, 6),
+        ("ConViT_S", 9, 48, 27),
+        ("ConViT_B", 16, 48, 86),
+        ("ConViT_Ti_plus", 4, 64, 10),
+        ("ConViT_S_plus", 9, 64, 48),
+        ("ConViT_B_plus", 16, 64, 152),
+    ],
+)
+def test_convit_counts_follow_table_1(name, num_heads, head_dim, table_millions):
+    # The hand count reproduces timm's ConViT-Ti/S/B, and gives the "+" sizes.
+    assert _convit_count(num_heads, head_dim) == EXPECTED_PARAMETERS[name]
+    # ConViT Table 1 "Size" leaves out the 1000-class head (D x 1000 + 1000).
+    head = num_heads * head_dim * 1000 + 1000
+    assert round((EXPECTED_PARAMETERS[name] - head) / 1e6) == table_millions
+
+
+def test_unknown_variant_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"Unknown variant. Expected one of \[.*'ViT_B16'.*\]. Received: name='ViT_Q16'"):
+        keras_vit.build_variant("ViT_Q16")

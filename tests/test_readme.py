@@ -15,3 +15,16 @@ def test_ci_runs_the_readme_test_command():
     assert len(ci_lines) == 1
     assert re.search(r"^" + re.escape(ci_lines[0]) + r"$", readme, re.M), ci_lines[0]
     assert "KERAS_BACKEND=tensorflow" in ci_lines[0] and "KERAS_BACKEND=jax" in ci_lines[0]
+
+
+def test_readme_python_examples_run(tmp_path, monkeypatch):
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    assert blocks
+    monkeypatch.chdir(tmp_path)
+    namespace = {}
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), namespace)
+    assert tuple(namespace["logits"].shape) == (2, 1000)
+    assert tuple(namespace["probs"].shape) == (1, 12, 197, 197)
+    assert (tmp_path / "custom.keras").exists() and (tmp_path / "custom_savedmodel").is_dir()

@@ -1,6 +1,6 @@
 """keras_vit: Vision Transformers (ViT, hybrid ResNet+ViT, ConViT) for Keras 3."""
 
-from keras_vit import layers
+from keras_vit import layers, utils, weights
 from keras_vit.models import VARIANTS, ConViT, VisionTransformer, build_variant
 from keras_vit.models.variants import (
     ConViT_B,
@@ -24,3 +24,4 @@ from keras_vit.models.variants import (
     ViT_Ti16,
 )
 from keras_vit.version import __version__
+from keras_vit.weights import load_weights, resample_position_embedding

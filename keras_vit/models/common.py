@@ -127,3 +127,13 @@ def pool(tokens, pooling, dtype):
     if pooling == "token":
         return ClassTokenPooling(dtype=dtype, name="token_pool")(tokens)
     return keras.layers.GlobalAveragePooling1D(dtype=dtype, name="gap")(tokens)
+
+
+def finish_model(inputs, outputs, name, weights):
+    """Wraps the graph in a `keras.Model` and loads `weights` if given."""
+    model = keras.Model(inputs, outputs, name=name)
+    if weights is not None:
+        from keras_vit.weights.loading import load_weights
+
+        load_weights(model, weights)
+    return model

@@ -7,6 +7,7 @@ from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.models.common import (
     check_common_args,
     check_grid,
+    finish_model,
     classification_head,
     pool,
     preprocess,
@@ -37,6 +38,7 @@ def ConViT(
     drop_path_rate=0.0,
     preprocessing="imagenet",
     dtype=None,
+    weights=None,
     name="convit",
 ):
     """Builds a ConViT (ConViT Sec. 3, Fig. 4).
@@ -62,7 +64,7 @@ def ConViT(
             (Eq. 5); `0` switches that initialization off. Defaults to 1.
         num_classes, include_top, pooling, representation_size,
         classifier_activation, dropout_rate, attention_dropout_rate,
-        drop_path_rate, dtype, name: as in `VisionTransformer`.
+        drop_path_rate, dtype, weights, name: as in `VisionTransformer`.
         preprocessing: Defaults to `"imagenet"` (mean/std, as DeiT and ConViT).
 
     Returns:
@@ -127,10 +129,10 @@ def ConViT(
             kernel_initializer=_DEIT_INIT,
             mlp_bias_initializer="zeros",
             dtype=dtype,
-            name=f"block_{index}",
+            name=f"encoderblock_{index}",
         )(x)
     x = keras.layers.LayerNormalization(epsilon=1e-6, dtype=dtype, name="encoder_norm")(x)
     x = pool(x, pooling, dtype)
     if include_top:
         x = classification_head(x, num_classes, representation_size, classifier_activation, dtype)
-    return keras.Model(images, x, name=name)
+    return finish_model(images, x, name, weights)

@@ -5,8 +5,11 @@ and App. D (R+Ti/16, R26+S/32 and R26+B/32 as published with the AugReg
 checkpoints), and ConViT Table 1 (`D_emb = 48 N_h`; the "+" models 64 N_h).
 """
 
+import os
+
 from keras_vit.models.convit import ConViT
 from keras_vit.models.vit import VisionTransformer
+from keras_vit.weights.registry import known_checkpoint
 
 # Width, depth, heads and MLP size of the transformer sizes.
 VIT_SIZES = {
@@ -68,11 +71,15 @@ TESTING_VARIANTS = {
 }
 
 
-def build_variant(name, **kwargs):
+def build_variant(name, weights=None, **kwargs):
     """Builds the named variant; keyword arguments override the table.
 
     Args:
         name: str. A key of `VARIANTS`, e.g. `"ViT_B16"`.
+        weights: str or None. A checkpoint file, or the name of a known
+            checkpoint of this variant (e.g. `"imagenet21k+imagenet2012"`, see
+            `keras_vit.weights.KNOWN_CHECKPOINTS`), whose training settings
+            (classes, resolution, pre-logits) become the defaults.
         **kwargs: Any argument of `VisionTransformer` or `ConViT`.
 
     Returns:
@@ -83,20 +90,25 @@ def build_variant(name, **kwargs):
             f"Unknown variant. Expected one of {sorted(VARIANTS)}. Received: name={name!r}"
         )
     builder, config = VARIANTS[name]
-    return builder(**{"name": name.lower(), **config, **kwargs})
+    if weights is not None and not os.path.exists(weights):
+        known = known_checkpoint(name, weights)
+        if known is not None:
+            kwargs = {**known.config, **kwargs}
+    return builder(**{"name": name.lower(), **config, **kwargs}, weights=weights)
 
 
 def _make_builder(name):
     builder, config = VARIANTS[name]
     sizes = ", ".join(f"{key}={value}" for key, value in config.items())
 
-    def build(**kwargs):
-        return build_variant(name, **kwargs)
+    def build(weights=None, **kwargs):
+        return build_variant(name, weights=weights, **kwargs)
 
     build.__name__ = build.__qualname__ = name
     build.__doc__ = (
         f"Builds {name} ({sizes}).\n\n"
-        f"Args:\n    **kwargs: Any argument of `{builder.__name__}`, e.g. `image_size`,\n"
+        f"Args:\n    weights: A checkpoint file or a known checkpoint name of {name}.\n"
+        f"    **kwargs: Any argument of `{builder.__name__}`, e.g. `image_size`,\n"
         f"        `num_classes`, `include_top`, `dtype`; they override the table.\n\n"
         "Returns:\n    A `keras.Model`.\n"
     )

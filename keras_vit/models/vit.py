@@ -9,6 +9,7 @@ from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.models.common import (
     check_common_args,
     check_grid,
+    finish_model,
     classification_head,
     pool,
     preprocess,
@@ -69,6 +70,7 @@ def VisionTransformer(
     resnet_width=1,
     preprocessing="inception",
     dtype=None,
+    weights=None,
     name="vision_transformer",
 ):
     """Builds a Vision Transformer, optionally on a BiT ResNet (a hybrid).
@@ -109,6 +111,8 @@ def VisionTransformer(
             (mean/std) or `None`. Defaults to `"inception"`.
         dtype: dtype policy name or `keras.DTypePolicy`, e.g. `"mixed_bfloat16"`.
             Defaults to the global policy.
+        weights: str or None. A checkpoint file to load (see
+            `keras_vit.load_weights`). Defaults to `None` (random init).
         name: str. Model name.
 
     Returns:
@@ -148,4 +152,4 @@ def VisionTransformer(
     x = pool(x, pooling, dtype)
     if include_top:
         x = classification_head(x, num_classes, representation_size, classifier_activation, dtype)
-    return keras.Model(images, x, name=name)
+    return finish_model(images, x, name, weights)

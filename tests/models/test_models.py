@@ -78,7 +78,7 @@ def test_saved_model_export_serves_same_outputs(family, tmp_path):
 def test_mixed_bfloat16_builds_runs_and_saves(family, tmp_path):
     model = randomized(build(family, dtype="mixed_bfloat16"))
     assert all(w.dtype == "float32" for w in model.weights)
-    block = next(layer for layer in model.layers if "block_" in layer.name)
+    block = next(layer for layer in model.layers if "encoderblock_" in layer.name)
     assert block.compute_dtype == "bfloat16"
     x = images_for(model)
     output = model(x)
@@ -143,11 +143,11 @@ def test_preprocessing_maps_pixels_to_training_range(mode):
 def test_convit_inserts_class_token_after_last_gpsa_block():
     model = build("convit")
     names = [layer.name for layer in model.layers]
-    blocks = [layer for layer in model.layers if layer.name.startswith("block_")]
+    blocks = [layer for layer in model.layers if layer.name.startswith("encoderblock_")]
     assert [b.use_gpsa for b in blocks] == [True, True, False]
-    assert names.index("class_token") == names.index("block_1") + 1
-    assert model.get_layer("block_1").output.shape[1] == 16
-    assert model.get_layer("block_2").output.shape[1] == 17
+    assert names.index("class_token") == names.index("encoderblock_1") + 1
+    assert model.get_layer("encoderblock_1").output.shape[1] == 16
+    assert model.get_layer("encoderblock_2").output.shape[1] == 17
     assert model.get_layer("patch_encoder").position_embedding.shape == (4, 4, 32)
     assert not model.get_layer("class_token").use_position_embedding
 

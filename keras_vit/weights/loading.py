@@ -1,0 +1,224 @@
+"""`load_weights`: checkpoint files or known names into any keras_vit model, with a report."""
+
+import dataclasses
+import math
+import os
+
+import numpy as np
+from keras import ops
+
+from keras_vit.weights.converters import CONVERTERS
+from keras_vit.weights.position_embedding import resample_position_embedding
+from keras_vit.weights.readers import read_checkpoint
+from keras_vit.weights.registry import KNOWN_CHECKPOINTS, fetch, known_checkpoint
+
+_POSITION = "patch_encoder/position_embedding"
+# Model weights a checkpoint may lack without an error: the classifier (feature
+# checkpoints, head surgery).
+_OPTIONAL_PREFIXES = ("head/", "pre_logits/")
+
+
+@dataclasses.dataclass
+class LoadReport:
+    """What `load_weights` did with each weight.
+
+    Attributes:
+        source: str. The file read.
+        format: str. `"npz"`, `"safetensors"` or `"keras"`.
+        loaded: list of `(model weight, shape)` copied as they were.
+        resampled: list of `(model weight, checkpoint shape, model shape)`.
+        skipped: list of `(checkpoint key, reason)` not loaded.
+        missing: list of `(model weight, reason)` left as initialized.
+    """
+
+    source: str
+    format: str
+    loaded: list = dataclasses.field(default_factory=list)
+    resampled: list = dataclasses.field(default_factory=list)
+    skipped: list = dataclasses.field(default_factory=list)
+    missing: list = dataclasses.field(default_factory=list)
+
+    @property
+    def exact(self):
+        """True when every weight was loaded unchanged and nothing was left over."""
+        return not (self.resampled or self.skipped or self.missing)
+
+    def table(self):
+        """The report as a plain-text table, one row per weight."""
+        rows = [("status", "weight", "detail")]
+        rows += [("loaded", name, str(tuple(shape))) for name, shape in self.loaded]
+        rows += [("resampled", name, f"{tuple(a)} -> {tuple(b)}") for name, a, b in self.resampled]
+        rows += [("skipped", name, reason) for name, reason in self.skipped]
+        rows += [("missing", name, reason) for name, reason in self.missing]
+        widths = [max(len(row[i]) for row in rows) for i in range(2)]
+        lines = [f"{s:<{widths[0]}}  {w:<{widths[1]}}  {d}" for s, w, d in rows]
+        lines.insert(1, "-" * len(lines[0]))
+        summary = (
+            f"{self.source} ({self.format}): {len(self.loaded)} loaded, "
+            f"{len(self.resampled)} resampled, {len(self.skipped)} skipped, "
+            f"{len(self.missing)} missing"
+        )
+        return "\n".join([summary, *lines])
+
+    def __str__(self):
+        return self.table()
+
+
+def resolve_checkpoint(checkpoint, model_name=None):
+    """A local path, or the cached download of a known checkpoint name."""
+    if os.path.exists(checkpoint):
+        return checkpoint
+    known = known_checkpoint(model_name or "", checkpoint)
+    if known is None:
+        raise ValueError(
+            "`weights` must be a checkpoint file or a known checkpoint name, one of "
+            f"{sorted(KNOWN_CHECKPOINTS)} (or its part after '/' for a model built by "
+            f"that variant's builder). Received: weights={checkpoint!r}"
+        )
+    return fetch(known)
+
+
+def _grid_of(position, model_grid, source):
+    """The (rows, cols, D) grid of a checkpoint's patch position embeddings."""
+    if position.ndim == 3:
+        return position
+    count, width = position.shape
+    side = math.isqrt(count)
+    if side * side == count:
+        rows_cols = (side, side)
+    elif count == model_grid[0] * model_grid[1]:
+        rows_cols = tuple(model_grid)
+    else:
+        raise ValueError(
+            f"{source}: cannot tell the patch grid of position embeddings with {count} "
+            f"positions (not square, and not the model's {tuple(model_grid)} grid)."
+        )
+    return position.reshape(*rows_cols, width)
+
+
+def load_weights(model, checkpoint, strict=False, keep_pre_logits=False):
+    """Loads a checkpoint into a keras_vit model and reports what was done.
+
+    Formats: official ViT / hybrid `.npz` (with i21k `pre_logits`), big_vision
+    `.npz` (`params/` prefix, scanned blocks), timm-style `.safetensors` state
+    dicts (ViT, hybrid, ConViT) and keras_vit `.keras` files.
+
+    - Position embeddings of another grid are resampled in 2D (ViT Sec. 3.2);
+      the class slot is kept as it is.
+    - A checkpoint head of another size is dropped and the model gets a
+      zero-initialized head (ViT App. B.1.1); `pre_logits` goes with it unless
+      `keep_pre_logits=True`.
+    - Nothing is assigned unless every check passes: on any error the model's
+      weights are unchanged.
+
+    Args:
+        model: A keras_vit `keras.Model`.
+        checkpoint: str. A file path or a known name (see `KNOWN_CHECKPOINTS`;
+            `"imagenet21k"` alone works for a model named by its builder).
+        strict: bool. Raise on anything but an exact match (resampling, head
+            surgery, skipped or missing weights). Defaults to `False`.
+        keep_pre_logits: bool. Keep the checkpoint's pre-logits layer when the
+            head is replaced. Defaults to `False`.
+
+    Returns:
+        A `LoadReport`.
+
+    Raises:
+        ValueError: for an unreadable or unknown file, a weight of another
+            shape (a checkpoint of another model size), a model weight the
+            checkpoint lacks, or, with `strict`, any mismatch; the message names
+            the file and the keys.
+    """
+    source = resolve_checkpoint(checkpoint, model.name)
+    fmt, arrays = read_checkpoint(source)
+    weights, position, unused = CONVERTERS[fmt](arrays)
+    report = LoadReport(source=source, format=fmt)
+    report.skipped.extend(unused.items())
+    variables = {v.path: v for v in model.weights}
+    values = {}
+
+    if position is not None:
+        if _POSITION not in variables:
+            report.skipped.append(("position embeddings", "the model has no position embeddings"))
+        else:
+            target = tuple(variables[_POSITION].shape)
+            grid = _grid_of(position, target[:2], source)
+            if grid.shape[-1] != target[-1]:
+                raise ValueError(
+                    f"{source}: the position embeddings are {grid.shape[-1]} wide but the "
+                    f"model's {_POSITION!r} is {target[-1]} wide (a checkpoint of another "
+                    "model size)."
+                )
+            if grid.shape[:2] != target[:2]:
+                values[_POSITION] = resample_position_embedding(grid, target[:2])
+                report.resampled.append((_POSITION, grid.shape, target))
+            else:
+                values[_POSITION] = grid
+
+    head = variables.get("head/kernel")
+    source_head = weights.get("head/kernel")
+    replace_head = head is not None and source_head is not None and tuple(source_head.shape) != tuple(head.shape)
+    if replace_head:
+        reason = (
+            f"num_classes differs ({source_head.shape[-1]} in the checkpoint, {head.shape[-1]} "
+            "in the model): fresh zero-initialized head (ViT App. B.1.1)"
+        )
+        dropped = ["head/kernel", "head/bias"]
+        if not keep_pre_logits:
+            dropped += ["pre_logits/kernel", "pre_logits/bias"]
+        for name in dropped:
+            if weights.pop(name, None) is not None:
+                report.skipped.append((name, reason if name.startswith("head") else "dropped with the head; keep_pre_logits=True keeps it"))
+        for name in ("head/kernel", "head/bias"):
+            values[name] = np.zeros(variables[name].shape, "float32")
+            report.missing.append((name, "zero-initialized new head"))
+
+    for name, array in weights.items():
+        variable = variables.get(name)
+        if variable is None:
+            top = name.split("/")[0]
+            report.skipped.append((name, f"the model has no {top!r} layer"))
+            continue
+        if tuple(array.shape) != tuple(variable.shape):
+            raise ValueError(
+                f"{source}: weight {name!r} has shape {tuple(array.shape)} in the checkpoint "
+                f"but {tuple(variable.shape)} in the model (a checkpoint of another model size?)."
+            )
+        values[name] = array
+
+    slot = "class_token/position_embedding"
+    if slot in variables and slot not in values and "class_token/token" in values:
+        # The checkpoint's class token has no position embedding (big_vision,
+        # timm `no_embed_class`): a zero slot computes exactly the same thing.
+        values[slot] = np.zeros(variables[slot].shape, "float32")
+
+    absent = [name for name in variables if name not in values]
+    required = [n for n in absent if not n.startswith(_OPTIONAL_PREFIXES)]
+    if required:
+        raise ValueError(
+            f"{source}: the checkpoint has no value for {len(required)} model weight(s): "
+            f"{required[:8]}{' ...' if len(required) > 8 else ''}"
+        )
+    report.missing.extend((name, "not in the checkpoint; left as initialized") for name in absent)
+    resampled = {name for name, *_ in report.resampled}
+    report.loaded.extend(
+        (name, values[name].shape) for name in values if name not in resampled and not (replace_head and name.startswith("head/"))
+    )
+    if strict and not report.exact:
+        problems = [n for n, *_ in report.resampled + report.skipped + report.missing]
+        raise ValueError(f"{source}: strict loading found mismatches for {problems}\n{report.table()}")
+
+    _assign_all(variables, values)
+    return report
+
+
+def _assign_all(variables, values):
+    """Assigns every value, restoring the old ones if any assignment fails."""
+    backup = {name: ops.convert_to_numpy(variables[name]) for name in values}
+    try:
+        for name, value in values.items():
+            variables[name].assign(np.asarray(value, dtype=variables[name].dtype))
+    except Exception:
+        for name, value in backup.items():
+            variables[name].assign(value)
+        raise

@@ -28,3 +28,4 @@ def test_readme_python_examples_run(tmp_path, monkeypatch):
     assert tuple(namespace["logits"].shape) == (2, 1000)
     assert tuple(namespace["probs"].shape) == (1, 12, 197, 197)
     assert (tmp_path / "custom.keras").exists() and (tmp_path / "custom_savedmodel").is_dir()
+    assert namespace["report"].resampled and "head/kernel" in dict(namespace["report"].skipped)

@@ -15,6 +15,10 @@ import os
 import keras
 
 
+# Cache root for downloads; `None` is Keras' own (`~/.keras` or $KERAS_HOME).
+CACHE_DIR = None
+
+
 @dataclasses.dataclass(frozen=True)
 class KnownCheckpoint:
     """A published checkpoint.
@@ -117,7 +121,7 @@ def fetch(checkpoint, cache_dir=None):
 
     Args:
         checkpoint: `KnownCheckpoint`.
-        cache_dir: str or None. Cache root; defaults to Keras' (`~/.keras`).
+        cache_dir: str or None. Cache root; defaults to `CACHE_DIR`.
 
     Raises:
         ValueError: if the file's sha256 differs from the recorded one; the bad
@@ -126,6 +130,10 @@ def fetch(checkpoint, cache_dir=None):
     fname = checkpoint.url.rstrip("/").split("/")[-1]
     if fname == "model.safetensors":  # hub files all share one name
         fname = checkpoint.url.split("/")[-4] + ".safetensors"
+    cache_dir = cache_dir or CACHE_DIR
+    if cache_dir is not None:
+        # get_file falls back to /tmp/.keras for a root that does not exist yet.
+        os.makedirs(cache_dir, exist_ok=True)
     path = keras.utils.get_file(
         fname=fname,
         origin=checkpoint.url,

@@ -1,0 +1,69 @@
+"""Tiny generated datasets and a runner for `train/main.py` in a subprocess."""
+
+import gzip
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+from PIL import Image
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# A tiny ViT for 16 x 16 images: every run takes seconds.
+TINY_MODEL = '{"patch_size": 4, "hidden_size": 16, "num_layers": 1, "num_heads": 2, "mlp_dim": 32}'
+
+
+def write_idx(path, array):
+    header = struct.pack(">HBB", 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
+    with gzip.open(path, "wb") as f:
+        f.write(header + array.astype(np.uint8).tobytes())
+
+
+def learnable_images(n, size, seed, channels=1):
+    """Class k has brightness around 30 + 60 k, plus noise.
+
+    Brightness survives flips and crops, so the classes stay learnable under
+    augmentation, and a few steps of a tiny model learn them.
+    """
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 4, n)
+    noise = rng.integers(-25, 25, (n, size, size, channels))
+    images = 30 + 60 * labels[:, None, None, None] + noise
+    return images.clip(0, 255).astype(np.uint8), labels
+
+
+def make_idx_dataset(directory, train=256, test=64, size=16):
+    """Fashion-MNIST-style IDX files (gzipped) with 4 learnable classes."""
+    os.makedirs(directory, exist_ok=True)
+    for prefix, n, seed in (("train", train, 0), ("t10k", test, 1)):
+        images, labels = learnable_images(n, size, seed)
+        write_idx(os.path.join(directory, f"{prefix}-images-idx3-ubyte.gz"), images[..., 0])
+        write_idx(os.path.join(directory, f"{prefix}-labels-idx1-ubyte.gz"), labels)
+    return str(directory)
+
+
+def make_image_folder(root, per_class=12, size=20, corrupt=0):
+    """root/{train,test}/class_k/*.png (RGB), with `corrupt` broken files in train."""
+    for split, seed in (("train", 0), ("test", 1)):
+        images, labels = learnable_images(per_class * 4, size, seed, channels=3)
+        for i, (image, label) in enumerate(zip(images, labels)):
+            directory = os.path.join(root, split, f"class_{label}")
+            os.makedirs(directory, exist_ok=True)
+            Image.fromarray(image).save(os.path.join(directory, f"{i}.png"))
+    for i in range(corrupt):
+        with open(os.path.join(root, "train", "class_0", f"broken_{i}.jpg"), "wb") as f:
+            f.write(b"\xff\xd8\xff\xe0 this is not a jpeg")
+    return str(root)
+
+
+def main_command(*flags):
+    return [sys.executable, os.path.join(ROOT, "train", "main.py"), *flags]
+
+
+def run_main(*flags, timeout=300, env=None):
+    """Runs train/main.py to completion; returns the CompletedProcess."""
+    environment = {**os.environ, "KERAS_BACKEND": "tensorflow", **(env or {})}
+    return subprocess.run(
+        main_command(*flags), capture_output=True, text=True, timeout=timeout, env=environment, cwd=ROOT
+    )

@@ -1,0 +1,149 @@
+"""Each path of train/main.py, run for real on tiny data (a few steps each)."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import keras
+import numpy as np
+import pytest
+
+import keras_vit  # noqa: F401  (registers the layers and schedules for loading)
+from tests.train.helpers import (
+    ROOT,
+    TINY_MODEL,
+    main_command,
+    make_idx_dataset,
+    make_image_folder,
+    run_main,
+)
+
+
+def tiny_flags(workdir, data_dir, *extra):
+    return (
+        f"--workdir={workdir}", "--dataset=fashion_mnist", f"--data_dir={data_dir}",
+        "--image_size=16", "--batch_size=32", f"--model_kwargs={TINY_MODEL}",
+        "--warmup_steps=2", "--jit_compile=false", *extra,
+    )
+
+
+@pytest.fixture(scope="module")
+def idx_dir(tmp_path_factory):
+    return make_idx_dataset(tmp_path_factory.mktemp("fashion"), train=256, test=64)
+
+
+def test_default_path_trains_evaluates_and_exports(tmp_path, idx_dir):
+    import tensorflow as tf
+
+    workdir = tmp_path / "run"
+    result = run_main(*tiny_flags(workdir, idx_dir, "--epochs=3", "--ema_decay=0.9", "--learning_rate=3e-3"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "test accuracy" in result.stdout and "images/s" in result.stdout
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert summary["step"] == 24 and summary["accuracy"] > 0.5  # 4 learnable classes
+    assert os.listdir(workdir / "logs")
+    # model.keras reloads; the SavedModel serves uint8 images as probabilities.
+    model = keras.models.load_model(str(workdir / "model.keras"))
+    images = np.random.default_rng(0).integers(0, 255, (3, 16, 16, 1)).astype(np.uint8)
+    loaded = tf.saved_model.load(str(workdir / "saved_model"))
+    probabilities = loaded.serve(tf.constant(images)).numpy()
+    np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=1e-5)
+    expected = keras.ops.convert_to_numpy(keras.ops.softmax(model(images.astype("float32"))))
+    np.testing.assert_allclose(probabilities, expected, atol=1e-5)
+    with pytest.raises(Exception):
+        loaded.serve(tf.constant(images.astype(np.float32)))
+    # EMA: the exported weights are the averages kept by the optimizer, not the raw ones.
+    last = sorted(os.listdir(workdir / "checkpoints"), key=lambda d: -1 if d == "latest" else int(d.split("-")[1]))[-1]
+    raw = keras.models.load_model(str(workdir / "model.keras"))
+    raw.load_weights(str(workdir / "checkpoints" / last / "model.weights.h5"))
+    exported = [keras.ops.convert_to_numpy(w) for w in model.trainable_weights]
+    raw_weights = [keras.ops.convert_to_numpy(w) for w in raw.trainable_weights]
+    assert max(np.abs(a - b).max() for a, b in zip(exported, raw_weights)) > 1e-4
+    with np.load(workdir / "checkpoints" / last / "optimizer.npz") as state:
+        ema = [state[key] for key in sorted(state.files) if "average" in key]
+    assert len(ema) == len(exported)
+    for a, b in zip(exported, ema):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    assert not [f for f in os.listdir(workdir) if ".tmp" in f]
+
+
+def test_image_folder_with_a_corrupt_file_and_sgd_linear(tmp_path):
+    root = make_image_folder(tmp_path / "images", per_class=10, corrupt=1)
+    result = run_main(
+        f"--workdir={tmp_path / 'run'}", f"--dataset=folder:{root}", "--image_size=16",
+        "--batch_size=8", f"--model_kwargs={TINY_MODEL}", "--steps=6", "--optimizer=sgd",
+        "--decay=linear", "--augmentation=inception_crop", "--jit_compile=false", "--clip_norm=1.0",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "skipped images    1" in result.stdout
+
+
+def test_finetune_from_a_generated_checkpoint_at_higher_resolution(tmp_path, idx_dir):
+    import keras_vit
+
+    source = keras_vit.VisionTransformer(
+        image_size=16, num_channels=1, num_classes=7, **json.loads(TINY_MODEL), representation_size=8
+    )
+    source.save(str(tmp_path / "pretrained.keras"))
+    result = run_main(
+        *tiny_flags(tmp_path / "run", idx_dir, "--image_size=24", "--steps=4", "--optimizer=sgd",
+                    f"--pretrained={tmp_path / 'pretrained.keras'}")
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "resampled  patch_encoder/position_embedding" in result.stdout
+    assert "(4, 4, 16) -> (6, 6, 16)" in result.stdout
+    assert "num_classes differs (7 in the checkpoint, 10 in the model)" in result.stdout
+
+
+def _wait_for_checkpoint(workdir, process, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if (workdir / "checkpoints" / "latest").exists():
+            return
+        assert process.poll() is None, process.stderr.read()[-3000:]
+        time.sleep(0.2)
+    raise AssertionError("no checkpoint appeared")
+
+
+@pytest.mark.parametrize("kill_signal", [signal.SIGTERM, signal.SIGKILL])
+def test_killed_run_resumes_at_the_checkpointed_step_and_matches(tmp_path, idx_dir, kill_signal):
+    flags = tiny_flags(tmp_path / "killed", idx_dir, "--epochs=4", "--checkpoint_every_steps=3")
+    environment = {**os.environ, "KERAS_BACKEND": "tensorflow"}
+    process = subprocess.Popen(main_command(*flags), cwd=ROOT, env=environment,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_checkpoint(tmp_path / "killed", process)
+    process.send_signal(kill_signal)
+    process.wait(timeout=120)
+    assert process.returncode == (143 if kill_signal == signal.SIGTERM else -9)
+    latest = (tmp_path / "killed" / "checkpoints" / "latest").read_text()
+    saved_step = int(latest.split("-")[1])
+    assert 0 < saved_step < 32
+    resumed = run_main(*flags)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    summary = json.loads((tmp_path / "killed" / "summary.json").read_text())
+    assert summary["resumed_from_step"] == saved_step and summary["step"] == 32
+    # An uninterrupted run with the same command ends with the same weights.
+    straight = run_main(*tiny_flags(tmp_path / "straight", idx_dir, "--epochs=4", "--checkpoint_every_steps=3"))
+    assert straight.returncode == 0, straight.stderr[-3000:]
+    a = keras.models.load_model(str(tmp_path / "killed" / "model.keras"))
+    b = keras.models.load_model(str(tmp_path / "straight" / "model.keras"))
+    for x, y in zip(a.weights, b.weights):
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(x), keras.ops.convert_to_numpy(y), atol=1e-5)
+
+
+def test_tpu_flag_without_a_tpu_fails_fast_and_cleanly(tmp_path):
+    start = time.time()
+    result = run_main("--tpu", f"--workdir={tmp_path}", timeout=120)
+    assert time.time() - start < 60
+    assert result.returncode == 2
+    assert "--tpu was given but a local TPU" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_flag_value_is_a_clear_error(tmp_path, idx_dir):
+    result = run_main(*tiny_flags(tmp_path, idx_dir, "--optimizer=rmsprop"))
+    assert result.returncode == 2
+    assert "`optimizer` must be one of ('adamw', 'sgd'). Received: optimizer='rmsprop'" in result.stderr
+    assert "Traceback" not in result.stderr

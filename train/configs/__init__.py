@@ -1,0 +1,21 @@
+"""Training configurations: plain data, looked up by name (`--config=NAME`)."""
+
+import dataclasses
+
+from train.configs.base import TrainConfig
+from train.configs.presets import PRESETS
+
+
+def get_config(name="default"):
+    """Returns a fresh copy of the named preset.
+
+    Args:
+        name: str. One of `PRESETS` (`default`, `vit_pretrain`, `vit_imagenet`,
+            `vit_finetune`, `deit`, `convit`).
+    """
+    if name not in PRESETS:
+        raise ValueError(f"`config` must be one of {sorted(PRESETS)}. Received: config={name!r}")
+    return dataclasses.replace(PRESETS[name])
+
+
+__all__ = ["PRESETS", "TrainConfig", "get_config"]

@@ -1,0 +1,48 @@
+"""The training configuration: every setting of a run, as plain data."""
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Settings of a training run; every field is also a command-line flag.
+
+    Batch sizes are global (all replicas together). `steps`, when set, replaces
+    `epochs`. `warmup_steps` counts optimizer steps.
+    """
+
+    model: str = "VisionTransformer"
+    model_kwargs: dict = dataclasses.field(default_factory=dict)
+    dataset: str = "fashion_mnist"
+    data_dir: str = None
+    train_split: str = "train"
+    eval_split: str = "test"
+    image_size: int = None  # None: the dataset's own size
+    batch_size: int = 128
+    eval_batch_size: int = None
+    epochs: int = 10
+    steps: int = None
+    optimizer: str = "adamw"
+    learning_rate: float = 1e-3
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    momentum: float = 0.9
+    warmup_steps: int = 0
+    decay: str = "cosine"
+    end_learning_rate: float = 0.0
+    weight_decay: float = 0.0
+    clip_norm: float = None
+    ema_decay: float = None
+    label_smoothing: float = 0.0
+    augmentation: str = "inception_crop"
+    randaugment: int = None
+    mixup: float = 0.0
+    cutmix: float = 0.0
+    dropout_rate: float = 0.0
+    drop_path_rate: float = 0.0
+    precision: str = "float32"
+    steps_per_execution: int = 1
+    jit_compile: bool = True
+    pretrained: str = None
+    checkpoint_every_steps: int = 0
+    seed: int = 0

@@ -1,0 +1,109 @@
+"""Named presets: the papers' settings and a small default that trains on a laptop CPU."""
+
+from train.configs.base import TrainConfig
+
+PRESETS = {
+    # Fashion-MNIST (embedded) on a 2-core CPU: a ViT of 7x7 patches, 16 tokens + class.
+    "default": TrainConfig(
+        model="VisionTransformer",
+        model_kwargs=dict(patch_size=7, hidden_size=96, num_layers=6, num_heads=4, mlp_dim=192),
+        dataset="fashion_mnist",
+        batch_size=128,
+        epochs=10,
+        optimizer="adamw",
+        learning_rate=1e-3,
+        warmup_steps=470,
+        decay="cosine",
+        weight_decay=0.05,
+        clip_norm=1.0,
+        label_smoothing=0.1,
+        augmentation="flip",
+        ema_decay=0.999,
+    ),
+    # ViT Table 3 (JFT-300M rows; also ImageNet-21k with wd 0.03): Adam b1 0.9 b2 0.999,
+    # batch 4096, 10k warmup steps, linear decay, weight decay 0.1. Keras' AdamW
+    # multiplies the decay by the learning rate (decoupled weight decay).
+    "vit_pretrain": TrainConfig(
+        model="ViT_B16",
+        model_kwargs=dict(representation_size=768),
+        dataset="imagenet2012",
+        eval_split="validation",
+        image_size=224,
+        batch_size=4096,
+        epochs=90,
+        optimizer="adamw",
+        learning_rate=8e-4,
+        warmup_steps=10_000,
+        decay="linear",
+        weight_decay=0.1,
+        augmentation="inception_crop",
+        precision="bfloat16",
+    ),
+    # ViT Table 3, ImageNet row: 300 epochs, base LR 3e-3, cosine, wd 0.3, dropout 0.1,
+    # and gradient clipping at global norm 1.
+    "vit_imagenet": TrainConfig(
+        model="ViT_B16",
+        dataset="imagenet2012",
+        eval_split="validation",
+        image_size=224,
+        batch_size=4096,
+        epochs=300,
+        optimizer="adamw",
+        learning_rate=3e-3,
+        warmup_steps=10_000,
+        decay="cosine",
+        weight_decay=0.3,
+        dropout_rate=0.1,
+        clip_norm=1.0,
+        augmentation="inception_crop",
+        precision="bfloat16",
+    ),
+    # ViT Table 4 / App. B.1.1 fine-tuning: SGD momentum 0.9, batch 512, cosine decay,
+    # no weight decay, clipping at norm 1, resolution 384, ImageNet 20k steps with LR
+    # from {0.003, 0.01, 0.03, 0.06}; 500 warmup steps as in the reference code.
+    # Polyak averaging 0.9999 as for the paper's Table 2 ImageNet results.
+    "vit_finetune": TrainConfig(
+        model="ViT_B16",
+        pretrained="imagenet21k",
+        dataset="imagenet2012",
+        eval_split="validation",
+        image_size=384,
+        batch_size=512,
+        steps=20_000,
+        optimizer="sgd",
+        learning_rate=0.03,
+        momentum=0.9,
+        warmup_steps=500,
+        decay="cosine",
+        weight_decay=0.0,
+        clip_norm=1.0,
+        ema_decay=0.9999,
+        augmentation="inception_crop",
+        precision="bfloat16",
+    ),
+    # DeiT recipe (Touvron et al. 2021), which ConViT keeps unchanged: AdamW, LR
+    # 5e-4 x batch / 512, wd 0.05, 300 epochs with 5 warmup epochs and cosine decay,
+    # label smoothing 0.1, RandAugment m9, MixUp 0.8, CutMix 1.0, stochastic depth 0.1.
+    "deit": TrainConfig(
+        model="ViT_S16",
+        dataset="imagenet2012",
+        eval_split="validation",
+        image_size=224,
+        batch_size=1024,
+        epochs=300,
+        optimizer="adamw",
+        learning_rate=5e-4 * 1024 / 512,
+        warmup_steps=5 * 1251,
+        decay="cosine",
+        end_learning_rate=1e-5,
+        weight_decay=0.05,
+        label_smoothing=0.1,
+        randaugment=9,
+        mixup=0.8,
+        cutmix=1.0,
+        drop_path_rate=0.1,
+        augmentation="inception_crop",
+        precision="bfloat16",
+    ),
+}
+PRESETS["convit"] = TrainConfig(**{**PRESETS["deit"].__dict__, "model": "ConViT_S"})

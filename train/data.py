@@ -1,0 +1,318 @@
+"""tf.data input pipelines: the embedded Fashion-MNIST, TFDS datasets and image folders.
+
+Every source yields `(uint8 image, int label)`; `make_train_dataset` and
+`make_eval_dataset` turn it into batches of float32 images in [0, 255] (the
+models map pixels to their own range) and one-hot labels. Training batches are a
+pure function of `(seed, epoch, position)`: shuffling and augmentation use
+per-epoch seeds and stateless random ops, so a resumed run sees exactly the
+batches the interrupted one would have seen.
+"""
+
+import dataclasses
+import functools
+import gzip
+import os
+import struct
+import threading
+
+import numpy as np
+import tensorflow as tf
+
+FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
+FASHION_MNIST_CLASSES = (
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+    "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+)
+AUGMENTATIONS = ("inception_crop", "flip", "none")
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp")
+
+
+@dataclasses.dataclass
+class Source:
+    """A dataset split before batching.
+
+    Attributes:
+        dataset: `tf.data.Dataset` of `(uint8 image (h, w, c), int64 label)`.
+        size: int. Number of examples.
+        num_classes: int.
+        channels: int.
+        native_size: tuple or None. Image size when all images share it.
+        class_names: list of str.
+        skipped: `SkipCounter` or None, for sources that can skip bad files.
+    """
+
+    dataset: tf.data.Dataset
+    size: int
+    num_classes: int
+    channels: int
+    native_size: tuple = None
+    class_names: list = None
+    skipped: "SkipCounter" = None
+
+
+class SkipCounter:
+    """Counts unreadable images skipped by a folder dataset (thread-safe)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._files = set()
+
+    def add(self, path):
+        with self._lock:
+            self._files.add(path)
+
+    @property
+    def count(self):
+        """Distinct files skipped so far (each epoch meets them again)."""
+        return len(self._files)
+
+    @property
+    def files(self):
+        return sorted(self._files)
+
+
+# ---- sources ----------------------------------------------------------------------
+
+
+def read_idx(path):
+    """Reads a (gzipped) IDX file of the MNIST family into a numpy array."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    zero, dtype_code, ndim = struct.unpack(">HBB", data[:4])
+    if zero != 0 or dtype_code != 0x08:
+        raise ValueError(f"{path!r} is not an unsigned-byte IDX file (magic {data[:4]!r}).")
+    shape = struct.unpack(f">{ndim}I", data[4 : 4 + 4 * ndim])
+    array = np.frombuffer(data, np.uint8, offset=4 + 4 * ndim)
+    if array.size != int(np.prod(shape)):
+        raise ValueError(f"{path!r} is truncated: expected {int(np.prod(shape))} values, found {array.size}.")
+    return array.reshape(shape)
+
+
+def fashion_mnist(split, data_dir=None):
+    """The embedded default: Fashion-MNIST from the Debian package, else from TFDS."""
+    directory = data_dir or FASHION_MNIST_DIR
+    prefix = {"train": "train", "test": "t10k"}.get(split)
+    if prefix is None:
+        raise ValueError(f"Fashion-MNIST has splits 'train' and 'test'. Received: split={split!r}")
+    images_path = os.path.join(directory, f"{prefix}-images-idx3-ubyte.gz")
+    if not os.path.exists(images_path):
+        # No Debian package (e.g. on Colab): the same data through TFDS.
+        return tfds_source("fashion_mnist", split, data_dir)
+    images = read_idx(images_path)[..., None]
+    labels = read_idx(os.path.join(directory, f"{prefix}-labels-idx1-ubyte.gz")).astype("int64")
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels))
+    return Source(dataset, len(labels), 10, 1, (28, 28), list(FASHION_MNIST_CLASSES))
+
+
+def tfds_source(name, split, data_dir=None):
+    """A TFDS dataset by name; `data_dir` may be local or `gs://`."""
+    import tensorflow_datasets as tfds
+
+    builder = tfds.builder(name, data_dir=data_dir)
+    builder.download_and_prepare()
+    info = builder.info
+    # File order is fixed (no shuffle_files) so that a resumed run sees the same data.
+    dataset = builder.as_dataset(split=split, as_supervised=True, shuffle_files=False)
+    label = info.features["label"]
+    image = info.features["image"]
+    shape = image.shape
+    native = tuple(shape[:2]) if None not in shape[:2] else None
+    return Source(
+        dataset.map(lambda x, y: (x, tf.cast(y, tf.int64))),
+        info.splits[split].num_examples,
+        label.num_classes,
+        shape[-1] or 3,
+        native,
+        list(label.names),
+    )
+
+
+def _list_folder(root):
+    classes = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
+    files, labels = [], []
+    for index, name in enumerate(classes):
+        for dirpath, _, filenames in os.walk(os.path.join(root, name)):
+            for filename in sorted(filenames):
+                if filename.lower().endswith(IMAGE_EXTENSIONS):
+                    files.append(os.path.join(dirpath, filename))
+                    labels.append(index)
+    return classes, files, labels
+
+
+def folder_source(root, split, channels=3):
+    """Images in `root/<split>/<class>/*.jpg` (png, bmp, gif and webp too).
+
+    Unreadable or corrupt images are skipped and counted (`Source.skipped`)
+    instead of stopping the run.
+    """
+    split_dir = os.path.join(root, split)
+    if not os.path.isdir(split_dir):
+        raise ValueError(
+            f"Image folder {root!r} has no {split!r} directory; expected "
+            f"{root}/{split}/<class name>/<image files>."
+        )
+    classes, files, labels = _list_folder(split_dir)
+    if not files:
+        raise ValueError(f"Image folder {split_dir!r} holds no images ({', '.join(IMAGE_EXTENSIONS)}).")
+    counter = SkipCounter()
+
+    def decode(path):
+        from PIL import Image
+
+        path = path.numpy().decode()
+        try:
+            with Image.open(path) as image:
+                array = np.asarray(image.convert("RGB" if channels == 3 else "L"))
+            return array.reshape(array.shape[0], array.shape[1], channels), True
+        except Exception:  # noqa: BLE001 - any unreadable file is skipped and counted
+            counter.add(path)
+            return np.zeros((1, 1, channels), np.uint8), False
+
+    def load(path, label):
+        image, ok = tf.py_function(decode, [path], (tf.uint8, tf.bool))
+        image.set_shape((None, None, channels))
+        return image, label, ok
+
+    dataset = tf.data.Dataset.from_tensor_slices((files, np.asarray(labels, "int64")))
+    def readable(image, label, ok):
+        return ok
+
+    def drop_flag(image, label, ok):
+        return image, label
+
+    dataset = dataset.map(load, num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = dataset.filter(readable).map(drop_flag)
+    return Source(dataset, len(files), len(classes), channels, None, classes, counter)
+
+
+def load_source(name, split, data_dir=None):
+    """Resolves `--dataset`: `fashion_mnist`, a path to an image folder, or a TFDS name."""
+    if name in ("fashion_mnist", "default"):
+        return fashion_mnist(split, data_dir)
+    if name.startswith("folder:") or os.sep in name or os.path.isdir(name):
+        root = name.split(":", 1)[1] if name.startswith("folder:") else name
+        if not os.path.isdir(root):
+            raise ValueError(f"Image folder not found. Received: dataset={name!r}")
+        return folder_source(root, split)
+    return tfds_source(name, split, data_dir)
+
+
+# ---- augmentation and batching --------------------------------------------------
+
+
+def inception_crop(image, size, seed, area=(0.05, 1.0)):
+    """Random crop of 5-100% of the area and 3/4-4/3 aspect, resized (Szegedy et al. 2015)."""
+    begin, crop_size, _ = tf.image.stateless_sample_distorted_bounding_box(
+        tf.shape(image), tf.zeros((0, 0, 4)), seed=seed, area_range=area,
+        aspect_ratio_range=(3 / 4, 4 / 3), use_image_if_no_bounding_boxes=True,
+    )
+    channels = image.shape[-1]
+    image = tf.slice(image, begin, crop_size)
+    image.set_shape((None, None, channels))  # the slice loses the static channel count
+    return tf.image.resize(image, size)
+
+
+def _resize(image, size):
+    return tf.image.resize(tf.cast(image, tf.float32), size)
+
+
+def augment(image, size, mode, seed):
+    """Training augmentation of one image; returns float32 in [0, 255]."""
+    if mode == "inception_crop":
+        image = inception_crop(image, size, seed)
+    else:
+        image = _resize(image, size)
+    if mode != "none":
+        image = tf.image.stateless_random_flip_left_right(image, seed=seed + [0, 1])
+    return tf.clip_by_value(image, 0.0, 255.0)
+
+
+def make_train_dataset(source, image_size, batch_size, seed, augmentation="inception_crop",
+                       start_epoch=0, skip_batches=0, end_epoch=None, randaugment=None,
+                       mixup=0.0, cutmix=0.0):
+    """Stream of training batches `(images, one_hot_labels)`, epoch after epoch.
+
+    Args:
+        source: `Source`.
+        image_size: tuple `(height, width)`.
+        batch_size: int. Global batch size; the last partial batch of each epoch
+            is dropped so that shapes are static (TPUs).
+        seed: int.
+        augmentation: one of `AUGMENTATIONS`.
+        start_epoch: int. First epoch of the stream (resuming).
+        skip_batches: int. Batches of `start_epoch` already trained on.
+        end_epoch: int. Epoch after the last one. Defaults to `start_epoch + 1`.
+        randaugment: int or None. RandAugment magnitude (0-10, keras-cv).
+        mixup: float. MixUp alpha; 0 disables (keras-cv).
+        cutmix: float. CutMix alpha; 0 disables (keras-cv).
+    """
+    if augmentation not in AUGMENTATIONS:
+        raise ValueError(f"`augmentation` must be one of {AUGMENTATIONS}. Received: augmentation={augmentation!r}")
+    if source.size < batch_size:
+        raise ValueError(
+            f"The training split has {source.size} examples, fewer than one batch "
+            f"(batch_size={batch_size})."
+        )
+    num_classes = source.num_classes
+
+    def one_epoch(epoch):
+        data = source.dataset.shuffle(min(source.size, 50_000), seed=seed + epoch, reshuffle_each_iteration=False)
+
+        def prepare(index, example):
+            image, label = example
+            element_seed = tf.stack([tf.constant((seed + epoch) * 7919, tf.int32), tf.cast(index, tf.int32)])
+            image = augment(image, image_size, augmentation, element_seed)
+            return image, tf.one_hot(label, num_classes)
+
+        data = data.enumerate().map(prepare, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        return data.batch(batch_size, drop_remainder=True)
+
+    # One dataset per epoch, each shuffled with its own Python-int seed (tf.data
+    # takes no tensor seed), chained: epoch e's order depends on (seed, e) only.
+    epochs = range(start_epoch, max(end_epoch or 0, start_epoch + 1))
+    stream = functools.reduce(lambda a, b: a.concatenate(b), (one_epoch(e) for e in epochs))
+    stream = stream.skip(skip_batches)
+    stream = _batch_augmentations(stream, randaugment, mixup, cutmix, seed)
+    return stream.prefetch(tf.data.AUTOTUNE)
+
+
+def _batch_augmentations(stream, randaugment, mixup, cutmix, seed):
+    if not (randaugment or mixup or cutmix):
+        return stream
+    import keras_cv
+
+    layers = []
+    if randaugment:
+        layers.append(keras_cv.layers.RandAugment(
+            value_range=(0, 255), augmentations_per_image=2, magnitude=randaugment / 10, seed=seed))
+    mixers = []
+    if mixup:
+        mixers.append(keras_cv.layers.MixUp(alpha=mixup, seed=seed))
+    if cutmix:
+        mixers.append(keras_cv.layers.CutMix(alpha=cutmix, seed=seed))
+    if mixers:
+        # DeiT switches between MixUp and CutMix at random for each batch.
+        layers.append(keras_cv.layers.RandomChoice(mixers, batchwise=True, seed=seed) if len(mixers) > 1 else mixers[0])
+
+    def apply(images, labels):
+        data = {"images": images, "labels": labels}
+        for layer in layers:
+            data = layer(data, training=True)
+        return data["images"], data["labels"]
+
+    return stream.map(apply, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def make_eval_dataset(source, image_size, batch_size, drop_remainder=False):
+    """Evaluation batches `(images, one_hot_labels)`.
+
+    The last partial batch is kept unless `drop_remainder` (TPUs need static shapes).
+    """
+    num_classes = source.num_classes
+
+    def prepare(image, label):
+        return _resize(image, image_size), tf.one_hot(label, num_classes)
+
+    data = source.dataset.map(prepare, num_parallel_calls=tf.data.AUTOTUNE)
+    return data.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)

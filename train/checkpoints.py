@@ -78,7 +78,13 @@ class CheckpointManager:
         path = self.latest()
         if path is None:
             return 0
-        model.load_weights(os.path.join(path, "model.weights.h5"))
+        try:
+            model.load_weights(os.path.join(path, "model.weights.h5"))
+        except ValueError:
+            raise ValueError(
+                f"The checkpoint {path!r} does not fit this model: the workdir holds a run "
+                "of another configuration. Use another --workdir, or remove this one."
+            ) from None
         optimizer = model.optimizer
         if not optimizer.built:
             optimizer.build(model.trainable_variables)

@@ -1,0 +1,72 @@
+"""MirroredStrategy on two logical CPUs trains like one device; presets hold the papers' values."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.train.helpers import ROOT, TINY_MODEL, make_idx_dataset
+from train.configs import get_config
+
+SCRIPT = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+mode, data_dir, workdir, model_kwargs = sys.argv[1:5]
+cpus = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+sys.path.insert(0, {root!r})
+import keras
+from train.configs import TrainConfig
+from train.trainer import train
+config = TrainConfig(model="VisionTransformer", model_kwargs=json.loads(model_kwargs), dataset="fashion_mnist",
+                     data_dir=data_dir, image_size=16, batch_size=32, epochs=2, warmup_steps=2,
+                     learning_rate=3e-3, jit_compile=False, augmentation="none")
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]) if mode == "mirrored" else None
+summary = train(config, workdir, strategy, verbose=0)
+model = keras.models.load_model(workdir + "/model.keras")
+np.savez(workdir + "/weights.npz", *[keras.ops.convert_to_numpy(w) for w in model.weights])
+print(json.dumps({{"replicas": strategy.num_replicas_in_sync if strategy else 1, "loss": summary["loss"]}}))
+"""
+
+
+def run(mode, data_dir, workdir):
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(root=ROOT), mode, data_dir, str(workdir), TINY_MODEL],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "KERAS_BACKEND": "tensorflow"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    info = json.loads(result.stdout.strip().splitlines()[-1])
+    with np.load(workdir / "weights.npz") as data:
+        return info, [data[f"arr_{i}"] for i in range(len(data.files))]
+
+
+def test_mirrored_on_two_cpus_matches_one_device(tmp_path):
+    data_dir = make_idx_dataset(tmp_path / "data", train=256, test=64)
+    mirrored, mirrored_weights = run("mirrored", data_dir, tmp_path / "mirrored")
+    single, single_weights = run("single", data_dir, tmp_path / "single")
+    assert mirrored["replicas"] == 2 and single["replicas"] == 1
+    # Same global batch, gradients all-reduced over the two half batches: the same
+    # training up to float32 summation order over 16 steps.
+    assert mirrored["loss"] == pytest.approx(single["loss"], abs=1e-4)
+    for a, b in zip(mirrored_weights, single_weights):
+        np.testing.assert_allclose(a, b, atol=1e-4)
+
+
+def test_presets_hold_the_papers_settings():
+    pretrain = get_config("vit_pretrain")
+    assert (pretrain.optimizer, pretrain.adam_beta1, pretrain.adam_beta2) == ("adamw", 0.9, 0.999)
+    assert (pretrain.batch_size, pretrain.warmup_steps, pretrain.decay, pretrain.weight_decay) == (4096, 10_000, "linear", 0.1)
+    imagenet = get_config("vit_imagenet")
+    assert (imagenet.learning_rate, imagenet.decay, imagenet.weight_decay, imagenet.dropout_rate, imagenet.clip_norm) == (3e-3, "cosine", 0.3, 0.1, 1.0)
+    finetune = get_config("vit_finetune")
+    assert (finetune.optimizer, finetune.momentum, finetune.batch_size, finetune.decay) == ("sgd", 0.9, 512, "cosine")
+    assert (finetune.weight_decay, finetune.clip_norm, finetune.image_size) == (0.0, 1.0, 384)
+    deit = get_config("deit")
+    assert (deit.weight_decay, deit.label_smoothing, deit.mixup, deit.cutmix, deit.randaugment) == (0.05, 0.1, 0.8, 1.0, 9)
+    assert get_config("convit").model == "ConViT_S"
+    with pytest.raises(ValueError, match=r"`config` must be one of \[.*'default'.*\]. Received: config='jft'"):
+        get_config("jft")

@@ -1,6 +1,6 @@
 """keras_vit: Vision Transformers (ViT, hybrid ResNet+ViT, ConViT) for Keras 3."""
 
-from keras_vit import layers, schedules, utils, weights
+from keras_vit import analysis, evaluation, layers, schedules, utils, weights
 from keras_vit.models import VARIANTS, ConViT, VisionTransformer, build_variant
 from keras_vit.models.variants import (
     ConViT_B,

@@ -27,5 +27,6 @@ def test_readme_python_examples_run(tmp_path, monkeypatch):
         exec(compile(block, "README.md", "exec"), namespace)
     assert tuple(namespace["logits"].shape) == (2, 1000)
     assert tuple(namespace["probs"].shape) == (1, 12, 197, 197)
+    assert namespace["heat"].shape == (1, 96, 96) and namespace["gates"].shape == (10, 4)
     assert (tmp_path / "custom.keras").exists() and (tmp_path / "custom_savedmodel").is_dir()
     assert namespace["report"].resampled and "head/kernel" in dict(namespace["report"].skipped)

@@ -159,6 +159,7 @@ def train(config, workdir, strategy=None, verbose="auto"):
     checkpointing.install_signal_handler()
     throughput = Throughput(config.batch_size)
     start = time.perf_counter()
+    history = {}
     if start_step < total_steps:
         start_epoch, skip = divmod(start_step, steps_per_epoch)
         train_ds = data_lib.make_train_dataset(
@@ -170,7 +171,7 @@ def train(config, workdir, strategy=None, verbose="auto"):
         callbacks = [checkpointing, throughput, keras.callbacks.TensorBoard(os.path.join(workdir, "logs"))]
         if config.ema_decay is not None:
             callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=False))
-        model.fit(
+        history = model.fit(
             train_ds,
             epochs=math.ceil(total_steps / steps_per_epoch),
             initial_epoch=start_step // steps_per_epoch,
@@ -178,9 +179,10 @@ def train(config, workdir, strategy=None, verbose="auto"):
             validation_data=eval_ds,
             callbacks=callbacks,
             verbose=verbose,
-        )
+        ).history
     step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     summary = {
+        "history": {key: [float(v) for v in values] for key, values in history.items()},
         "workdir": os.path.abspath(workdir),
         "resumed_from_step": start_step,
         "step": step,

@@ -147,6 +147,9 @@ class TransformerBlock(keras.layers.Layer):
             `"glorot_uniform"`.
         mlp_bias_initializer: Initializer of the MLP biases. Defaults to a
             normal with standard deviation 1e-6 (reference ViT).
+        remat: bool. Recompute the block in the backward pass instead of
+            storing its activations (`keras.remat`: `tf.recompute_grad`,
+            `jax.checkpoint`). Defaults to `False`.
         **kwargs: Base layer arguments.
 
     Call arguments:
@@ -171,6 +174,7 @@ class TransformerBlock(keras.layers.Layer):
         use_local_init=True,
         kernel_initializer="glorot_uniform",
         mlp_bias_initializer=None,
+        remat=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -202,6 +206,7 @@ class TransformerBlock(keras.layers.Layer):
         self.mlp_bias_initializer = keras.initializers.get(
             mlp_bias_initializer or keras.initializers.RandomNormal(stddev=1e-6)
         )
+        self.remat = remat
         if use_gpsa:
             # Surfaces GPSA's argument errors at construction time.
             self._make_attention()
@@ -249,6 +254,12 @@ class TransformerBlock(keras.layers.Layer):
         self.drop_path = StochasticDepth(self.drop_path_rate, dtype=self.dtype_policy)
 
     def call(self, tokens, training=None, return_attention_scores=False):
+        if self.remat and not return_attention_scores:
+            # Positional arguments only: backends' remat wrappers take no keywords.
+            return keras.remat(lambda t: self._forward(t, training, False))(tokens)
+        return self._forward(tokens, training, return_attention_scores)
+
+    def _forward(self, tokens, training, return_attention_scores):
         x = self.norm1(tokens)
         x = self.attention(
             x, training=training, return_attention_scores=return_attention_scores
@@ -281,6 +292,7 @@ class TransformerBlock(keras.layers.Layer):
                 "use_local_init": self.use_local_init,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "mlp_bias_initializer": keras.initializers.serialize(self.mlp_bias_initializer),
+                "remat": self.remat,
             }
         )
         return config

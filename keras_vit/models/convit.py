@@ -38,6 +38,7 @@ def ConViT(
     drop_path_rate=0.0,
     preprocessing="imagenet",
     dtype=None,
+    remat=False,
     weights=None,
     name="convit",
 ):
@@ -64,7 +65,7 @@ def ConViT(
             (Eq. 5); `0` switches that initialization off. Defaults to 1.
         num_classes, include_top, pooling, representation_size,
         classifier_activation, dropout_rate, attention_dropout_rate,
-        drop_path_rate, dtype, weights, name: as in `VisionTransformer`.
+        drop_path_rate, dtype, remat, weights, name: as in `VisionTransformer`.
         preprocessing: Defaults to `"imagenet"` (mean/std, as DeiT and ConViT).
 
     Returns:
@@ -129,6 +130,7 @@ def ConViT(
             kernel_initializer=_DEIT_INIT,
             mlp_bias_initializer="zeros",
             dtype=dtype,
+            remat=remat,
             name=f"encoderblock_{index}",
         )(x)
     x = keras.layers.LayerNormalization(epsilon=1e-6, dtype=dtype, name="encoder_norm")(x)

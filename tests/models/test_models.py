@@ -205,3 +205,20 @@ def test_wrong_image_shape_at_call_time(family):
 
 def test_backend_is_the_one_asked_for():
     assert keras.backend.backend() == os.environ.get("KERAS_BACKEND", "tensorflow")
+
+
+@pytest.mark.parametrize("family", ["vit", "convit"])
+def test_remat_changes_memory_not_results(family):
+    plain = randomized(build(family))
+    remat = build(family, remat=True)
+    remat.set_weights(plain.get_weights())
+    blocks = [layer for layer in remat.layers if layer.name.startswith("encoderblock_")]
+    assert blocks and all(block.remat for block in blocks)
+    x = images_for(plain, batch=4)
+    y = np.arange(4) % 10
+    np.testing.assert_allclose(to_numpy(remat(x)), to_numpy(plain(x)), atol=1e-6)
+    for model in (plain, remat):
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.train_on_batch(x, y)
+    for a, b in zip(remat.get_weights(), plain.get_weights()):
+        np.testing.assert_allclose(a, b, atol=1e-5)

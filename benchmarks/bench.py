@@ -1,0 +1,276 @@
+"""Training and inference throughput of keras_vit models, optionally side by side with timm.
+
+    python benchmarks/bench.py --variants=ViT_Ti16,ViT_B16 --batch_sizes=32 --modes=train,infer --vs=timm
+
+For every (framework, variant, image size, batch size, mode) one fresh process
+builds the model, times the first step apart (tracing and XLA compilation), then
+the median of `--steps` steady steps, and reports its peak memory. Model FLOP
+utilisation (MFU) is the achieved FLOP/s (analytic FLOPs, `benchmarks/flops.py`:
+train = 6 x forward MACs) over the peak FLOP/s of a large matrix product measured
+on the same machine with the same framework and precision. Prints a Markdown table;
+`--output` also writes it (temporary file, then rename).
+"""
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TIMM_NAMES = {
+    "ViT_Ti16": "vit_tiny_patch16_224", "ViT_S16": "vit_small_patch16_224",
+    "ViT_B16": "vit_base_patch16_224", "ViT_B32": "vit_base_patch32_224",
+    "ViT_L16": "vit_large_patch16_224", "ViT_B8": "vit_base_patch8_224",
+    "ConViT_Ti": "convit_tiny", "ConViT_S": "convit_small", "ConViT_B": "convit_base",
+    "R50_ViT_B16": "vit_base_r50_s16_224", "R_ViT_Ti16": "vit_tiny_r_s16_p8_224",
+    "R26_ViT_S32": "vit_small_r26_s32_224",
+}
+
+
+def _peak_memory_mib(framework):
+    if framework == "keras" and _backend() == "jax":
+        import jax
+
+        stats = jax.devices()[0].memory_stats() or {}
+        if "peak_bytes_in_use" in stats:
+            return stats["peak_bytes_in_use"] / 2**20
+    if framework == "timm":
+        import torch
+
+        if torch.cuda.is_available():
+            return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # host RSS
+
+
+def _backend():
+    import keras
+
+    return keras.backend.backend()
+
+
+def _time_steps(step, steps):
+    start = time.perf_counter()
+    step()
+    compile_seconds = time.perf_counter() - start
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return compile_seconds, statistics.median(times)
+
+
+def keras_peak_flops(precision, size=2048):
+    """FLOP/s of a jit-compiled `size x size` matrix product, best of 10."""
+    import keras
+
+    dtype = "bfloat16" if precision == "bfloat16" else "float32"
+    a = keras.random.normal((size, size), dtype=dtype)
+    if _backend() == "jax":
+        import jax
+
+        matmul = jax.jit(lambda x: x @ x)
+
+        def run():
+            matmul(a).block_until_ready()
+    else:
+        import tensorflow as tf
+
+        matmul = tf.function(lambda x: tf.matmul(x, x), jit_compile=True)
+
+        def run():
+            matmul(a).numpy()
+    run()
+    best = min(_time_steps(run, 1)[1] for _ in range(10))
+    return 2 * size**3 / best
+
+
+def run_keras(variant, image_size, batch_size, mode, steps, precision, remat):
+    import keras
+    import numpy as np
+
+    import keras_vit
+    from benchmarks.flops import inference_flops, train_flops
+
+    kwargs = dict(image_size=image_size, remat=remat)
+    if precision == "bfloat16":
+        kwargs["dtype"] = "mixed_bfloat16"
+    model = keras_vit.build_variant(variant, **kwargs)
+    x = np.random.default_rng(0).uniform(0, 255, (batch_size, image_size, image_size, 3)).astype("float32")
+    y = np.arange(batch_size) % 1000
+    model.compile(
+        optimizer=keras.optimizers.AdamW(1e-4),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=True,
+    )
+    if mode == "train":
+        def step():
+            model.train_on_batch(x, y)  # returns host values: synchronizes
+        flops = train_flops(model)
+    else:
+        def step():
+            model.predict_on_batch(x)
+        flops = inference_flops(model)
+    compile_seconds, seconds = _time_steps(step, steps)
+    return compile_seconds, seconds, flops, keras_peak_flops(precision)
+
+
+def run_timm(variant, image_size, batch_size, mode, steps, precision, compile_model):
+    sys.path.insert(0, ROOT)
+    from tests.reference import timm, torch  # the torchvision shim, then timm
+
+    import keras_vit
+    from benchmarks.flops import inference_flops, train_flops
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = timm.create_model(TIMM_NAMES[variant], img_size=image_size).to(device)
+    x = torch.rand(batch_size, 3, image_size, image_size, device=device)
+    y = torch.arange(batch_size, device=device) % 1000
+    autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bfloat16")
+    net = torch.compile(model) if compile_model else model
+    keras_model = keras_vit.build_variant(variant, image_size=image_size)
+    if mode == "train":
+        model.train()
+        optimizer = torch.optim.AdamW(model.parameters(), 1e-4)
+
+        def step():
+            optimizer.zero_grad(set_to_none=True)
+            with autocast:
+                loss = torch.nn.functional.cross_entropy(net(x), y)
+            loss.backward()
+            optimizer.step()
+            loss.item()  # synchronizes
+        flops = train_flops(keras_model)
+    else:
+        model.eval()
+
+        def step():
+            with torch.inference_mode(), autocast:
+                net(x).float().sum().item()
+        flops = inference_flops(keras_model)
+    compile_seconds, seconds = _time_steps(step, steps)
+    dtype = torch.bfloat16 if precision == "bfloat16" else torch.float32
+    a = torch.randn(2048, 2048, device=device, dtype=dtype)
+
+    def matmul():
+        (a @ a).sum().item()
+    matmul()
+    peak = 2 * 2048**3 / min(_time_steps(matmul, 1)[1] for _ in range(10))
+    return compile_seconds, seconds, flops, peak
+
+
+def single(args):
+    """One measurement in this process; prints a JSON line."""
+    if args.framework == "keras":
+        result = run_keras(args.variant, args.image_size, args.batch_size, args.mode, args.steps,
+                           args.precision, args.remat)
+    else:
+        result = run_timm(args.variant, args.image_size, args.batch_size, args.mode, args.steps,
+                          args.precision, args.timm_compile)
+    compile_seconds, seconds, flops, peak = result
+    images_per_second = args.batch_size / seconds
+    print("RESULT " + json.dumps({
+        "framework": args.framework, "variant": args.variant, "image_size": args.image_size,
+        "batch_size": args.batch_size, "mode": args.mode, "compile_s": compile_seconds,
+        "images_per_s": images_per_second, "peak_mem_mib": _peak_memory_mib(args.framework),
+        "gflops_per_image": flops / 1e9, "achieved_tflops": images_per_second * flops / 1e12,
+        "peak_tflops": peak / 1e12, "mfu": images_per_second * flops / peak,
+    }))
+
+
+def measure(framework, variant, image_size, batch_size, mode, args):
+    command = [sys.executable, os.path.abspath(__file__), "--single", f"--framework={framework}",
+               f"--variant={variant}", f"--image_size={image_size}", f"--batch_size={batch_size}",
+               f"--mode={mode}", f"--steps={args.steps}", f"--precision={args.precision}"]
+    if args.remat:
+        command.append("--remat")
+    if args.timm_compile:
+        command.append("--timm_compile")
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode or not lines:
+        return {"framework": framework, "variant": variant, "image_size": image_size,
+                "batch_size": batch_size, "mode": mode, "error": done.stderr.strip().splitlines()[-1:]}
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def table(rows, args):
+    import keras
+
+    header = ("| framework | variant | px | batch | mode | compile s | images/s | peak MiB | "
+              "GFLOP/img | TFLOP/s | peak TFLOP/s | MFU | keras/timm |")
+    lines = [header, "|" + "---|" * 13]
+    timm = {(r["variant"], r["image_size"], r["batch_size"], r["mode"]): r for r in rows if r["framework"] == "timm"}
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['framework']} | {r['variant']} | {r['image_size']} | {r['batch_size']} | {r['mode']} | "
+                         f"failed: {' '.join(r['error'])} |" + " |" * 8)
+            continue
+        other = timm.get((r["variant"], r["image_size"], r["batch_size"], r["mode"]))
+        ratio = f"{r['images_per_s'] / other['images_per_s']:.2f}" if r["framework"] == "keras" and other and "error" not in other else ""
+        lines.append(
+            f"| {r['framework']} | {r['variant']} | {r['image_size']} | {r['batch_size']} | {r['mode']} | "
+            f"{r['compile_s']:.1f} | {r['images_per_s']:.1f} | {r['peak_mem_mib']:.0f} | {r['gflops_per_image']:.2f} | "
+            f"{r['achieved_tflops']:.3f} | {r['peak_tflops']:.3f} | {100 * r['mfu']:.0f}% | {ratio} |"
+        )
+    machine = f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}"
+    settings = (f"backend={os.environ.get('KERAS_BACKEND', 'tensorflow')}, keras {keras.__version__}, "
+                f"precision={args.precision}, remat={args.remat}, timm compiled={args.timm_compile}, "
+                f"steps={args.steps} (median)")
+    return "\n".join([f"Machine: {machine}. {settings}. Date: {time.strftime('%Y-%m-%d')}.", "", *lines])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--variants", default="ViT_Ti16")
+    parser.add_argument("--image_sizes", default="224")
+    parser.add_argument("--batch_sizes", default="32")
+    parser.add_argument("--modes", default="train,infer")
+    parser.add_argument("--vs", choices=["timm"], default=None)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--precision", choices=["float32", "bfloat16"], default="float32")
+    parser.add_argument("--remat", action="store_true")
+    parser.add_argument("--timm_compile", action="store_true", help="torch.compile the timm model")
+    parser.add_argument("--output", default=None, help="also write the table to this file")
+    # One measurement (internal: each measurement runs in its own process).
+    parser.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--framework", default="keras", help=argparse.SUPPRESS)
+    parser.add_argument("--variant", help=argparse.SUPPRESS)
+    parser.add_argument("--image_size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--batch_size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--mode", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    sys.path.insert(0, ROOT)
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if args.single:
+        return single(args)
+    import keras_vit
+
+    rows = []
+    for variant in args.variants.split(","):
+        if variant not in keras_vit.VARIANTS:
+            parser.error(f"--variants: unknown {variant!r}; accepted: {', '.join(sorted(keras_vit.VARIANTS))}")
+        for image_size in map(int, args.image_sizes.split(",")):
+            for batch_size in map(int, args.batch_sizes.split(",")):
+                for mode in args.modes.split(","):
+                    frameworks = ["keras"] + (["timm"] if args.vs == "timm" else [])
+                    for framework in frameworks:
+                        rows.append(measure(framework, variant, image_size, batch_size, mode, args))
+                        print(rows[-1], file=sys.stderr, flush=True)
+    text = table(rows, args)
+    print(text)
+    if args.output:
+        tmp = f"{args.output}.tmp-{os.getpid()}"
+        with open(tmp, "w") as f:
+            f.write(text + "\n")
+        os.replace(tmp, args.output)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""The benchmark scripts run end to end on tiny settings and print their tables."""
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run(*args):
+    result = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT, timeout=600,
+                            env={**os.environ, "KERAS_BACKEND": "tensorflow"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_bench_prints_keras_and_timm_rows_with_a_ratio(tmp_path):
+    output = tmp_path / "table.md"
+    text = run("benchmarks/bench.py", "--variants=ViT_Ti16", "--image_sizes=32", "--batch_sizes=2",
+               "--modes=infer", "--steps=1", "--vs=timm", f"--output={output}")
+    rows = [line for line in text.splitlines() if line.startswith("| keras") or line.startswith("| timm")]
+    assert len(rows) == 2 and "failed" not in text
+    keras_row = rows[0].split("|")
+    assert float(keras_row[13]) > 0  # keras/timm ratio
+    assert output.read_text().strip() == text.strip()
+
+
+def test_bench_rejects_unknown_variants():
+    result = subprocess.run([sys.executable, "benchmarks/bench.py", "--variants=ViT_Q16"], capture_output=True,
+                            text=True, cwd=ROOT, timeout=300)
+    assert result.returncode == 2 and "--variants: unknown 'ViT_Q16'" in result.stderr
+
+
+def test_input_pipeline_benchmark_measures_every_source():
+    text = run("benchmarks/input_pipeline.py", "--images=40", "--image_size=32", "--batch_size=8", "--batches=2")
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "source" not in line]
+    assert len(rows) == 3
+    for row in rows:
+        assert all(float(cell) > 0 for cell in row.strip("|").split("|")[1:])

@@ -115,6 +115,7 @@ class PreemptionCheckpoint(keras.callbacks.Callback):
         self.total_steps = total_steps
         self.preempted = False
         self._signalled = False
+        self._last_saved_step = 0
 
     def install_signal_handler(self):
         signal.signal(signal.SIGTERM, self._on_sigterm)
@@ -125,14 +126,19 @@ class PreemptionCheckpoint(keras.callbacks.Callback):
     def _step(self):
         return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
 
+    def on_train_begin(self, logs=None):
+        self._last_saved_step = self._step()
+
     def on_train_batch_end(self, batch, logs=None):
         step = self._step()
         if self._signalled:
             self.manager.save(self.model)
             self.preempted = True
             self.model.stop_training = True
-        elif self.every_steps and step % self.every_steps == 0:
+        elif self.every_steps and step - self._last_saved_step >= self.every_steps:
+            # ">=", not "%": with steps_per_execution the counter moves in jumps.
             self.manager.save(self.model)
+            self._last_saved_step = step
         if self.total_steps is not None and step >= self.total_steps:
             self.model.stop_training = True
 

@@ -24,29 +24,35 @@ NO_DECAY = ["bias", "gamma", "beta", "position_embedding", "token", "gating"]
 
 
 class Throughput(keras.callbacks.Callback):
-    """Training images per second, leaving out the first epoch (tracing and compilation)."""
+    """Training images per second, leaving out the first epoch (tracing and compilation).
+
+    Steps are read from the optimizer's counter, so that `steps_per_execution`
+    (one callback call per several steps) is counted right.
+    """
 
     def __init__(self, batch_size):
         super().__init__()
         self.batch_size = batch_size
         self.epochs = []  # (steps, seconds) per epoch
 
+    def _iterations(self):
+        return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+
     def on_epoch_begin(self, epoch, logs=None):
         self._start = time.perf_counter()
-        self._steps = 0
-
-    def on_train_batch_end(self, batch, logs=None):
-        self._steps += 1
+        self._start_step = self._iterations()
 
     def on_epoch_end(self, epoch, logs=None):
-        self.epochs.append((self._steps, time.perf_counter() - self._start))
+        self.epochs.append((self._iterations() - self._start_step, time.perf_counter() - self._start))
+
+    @property
+    def timed_steps(self):
+        return sum(s for s, _ in (self.epochs[1:] or self.epochs))
 
     @property
     def images_per_second(self):
-        steady = self.epochs[1:] or self.epochs
-        steps = sum(s for s, _ in steady)
-        seconds = sum(t for _, t in steady)
-        return steps * self.batch_size / seconds if seconds else float("nan")
+        seconds = sum(t for _, t in (self.epochs[1:] or self.epochs))
+        return self.timed_steps * self.batch_size / seconds if seconds else float("nan")
 
 
 def check_config(config):
@@ -189,6 +195,7 @@ def train(config, workdir, strategy=None, verbose="auto"):
         "total_steps": total_steps,
         "preempted": checkpointing.preempted,
         "images_per_second": throughput.images_per_second,
+        "timed_steps": throughput.timed_steps,
         "train_seconds": time.perf_counter() - start,
         "skipped_images": train_source.skipped.count if train_source.skipped else 0,
         "load_report": None if report is None else report.table(),

@@ -4,6 +4,7 @@ import keras
 
 from keras_vit.layers.pooling import ClassTokenPooling
 from keras_vit.layers.validation import check_positive_int, check_rate, to_pair
+from keras_vit.weights.loading import load_weights
 
 POOLINGS = ("token", "gap")
 
@@ -133,7 +134,5 @@ def finish_model(inputs, outputs, name, weights):
     """Wraps the graph in a `keras.Model` and loads `weights` if given."""
     model = keras.Model(inputs, outputs, name=name)
     if weights is not None:
-        from keras_vit.weights.loading import load_weights
-
         load_weights(model, weights)
     return model

@@ -74,10 +74,12 @@ def main(argv):
         print(f"Preempted: checkpoint written at step {summary['step']} of {summary['total_steps']}. "
               "Run the same command to resume.", flush=True)
         return 143
+    speed = (f"{summary['images_per_second']:.0f} images/s" if summary["timed_steps"]
+             else "n/a (the workdir's run was already complete)")
     print(
         "\nDone.\n"
         f"  test accuracy     {summary['accuracy']:.4f}\n"
-        f"  training speed    {summary['images_per_second']:.0f} images/s\n"
+        f"  training speed    {speed}\n"
         f"  steps             {summary['step']} (resumed from {summary['resumed_from_step']})\n"
         f"  skipped images    {summary['skipped_images']}\n"
         f"  model             {summary['model_path']}\n"

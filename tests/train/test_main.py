@@ -82,6 +82,11 @@ def test_image_folder_with_a_corrupt_file_and_sgd_linear(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "skipped images    1" in result.stdout
+    # The same command on a finished workdir trains nothing and exports again.
+    again = run_main(*result.args[2:])
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "steps             6 (resumed from 6)" in again.stdout
+    assert "already complete" in again.stdout
 
 
 def test_finetune_from_a_generated_checkpoint_at_higher_resolution(tmp_path, idx_dir):

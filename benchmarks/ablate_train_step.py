@@ -1,7 +1,8 @@
 """Where does a Keras ViT training step spend its time? Ablations of one step on the CPU.
 
     KERAS_BACKEND=tensorflow python benchmarks/ablate_train_step.py --variant=shipped
-    (variants: shipped, tanh_gelu, sgd, no_attention, explicit_attention, no_xla)
+    (variants: shipped, malloc, erfc_gelu, tanh_gelu, sgd, no_attention,
+    explicit_attention, no_xla)
 
 Each run builds ViT-Ti/16 at 224 px, changes one thing, and prints the median
 images/s of 3 training steps after a first (compiling) one, batch 16. Run each
@@ -18,15 +19,21 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+if "--variant=malloc" in sys.argv:
+    # TensorFlow's default CPU allocator instead of the BFC one keras_vit turns
+    # on; read once, before TensorFlow's first op, so it is set before imports.
+    os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = "false"
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_vit  # noqa: E402
-from keras_vit.layers import attention  # noqa: E402
+from keras_vit.layers import attention, transformer  # noqa: E402
 
-VARIANTS = ("shipped", "tanh_gelu", "sgd", "no_attention", "explicit_attention", "no_xla")
+VARIANTS = (
+    "shipped", "malloc", "erfc_gelu", "tanh_gelu", "sgd", "no_attention", "explicit_attention", "no_xla",
+)
 
 
 class _Ops:
@@ -51,9 +58,10 @@ def main():
     parser.add_argument("--variant", choices=VARIANTS, default="shipped")
     parser.add_argument("--batch_size", type=int, default=16)
     args = parser.parse_args()
-    if args.variant == "tanh_gelu":
-        gelu = keras.activations.gelu
-        keras.activations.gelu = lambda x, approximate=False: gelu(x, approximate=True)
+    if args.variant == "erfc_gelu":  # what `keras.activations.gelu` computes on TensorFlow
+        transformer.gelu = lambda x: keras.activations.gelu(x, approximate=False)
+    elif args.variant == "tanh_gelu":
+        transformer.gelu = lambda x: keras.activations.gelu(x, approximate=True)
     elif args.variant == "no_attention":
         attention.ops = _Ops(lambda query, key, value: value)
     elif args.variant == "explicit_attention":

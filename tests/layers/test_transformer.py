@@ -1,15 +1,52 @@
 """TransformerBlock (ViT Eq. 2-3), MLPBlock and StochasticDepth against numpy."""
 
+import math
 import numpy as np
 import pytest
 
+import keras
+from keras import ops
+
 from keras_vit.layers import MLPBlock, StochasticDepth, TransformerBlock
+from keras_vit.layers.transformer import gelu
 from tests.layers.test_attention import np_gpsa, np_self_attention
 from tests.testing import ATOL, check_layer, np_gelu, np_layer_norm, set_random_weights, to_numpy
 
 
 def np_mlp(x, w1, b1, w2, b2):
     return np_gelu(x @ w1 + b1) @ w2 + b2
+
+
+def test_gelu_matches_exact_erf_form_and_its_derivative():
+    # Values across the range and into both tails, where the erf form loses no
+    # more than float32's absolute precision (as PyTorch's nn.GELU).
+    x = np.concatenate([np.linspace(-12.0, 12.0, 4001), [-40.0, -5.5, 0.0, 5.5, 40.0]]).astype("float32")
+    np.testing.assert_allclose(to_numpy(gelu(ops.convert_to_tensor(x))), np_gelu(x.astype("float64")),
+                               rtol=1e-6, atol=2e-6)
+    # d/dx [x Phi(x)] = Phi(x) + x phi(x), through the backend's autodiff.
+    x64 = x.astype("float64")
+    cdf = 0.5 * (1.0 + np.vectorize(math.erf)(x64 / math.sqrt(2.0)))
+    pdf = np.exp(-0.5 * x64**2) / math.sqrt(2.0 * math.pi)
+    expected = cdf + x64 * pdf
+    np.testing.assert_allclose(_grad(gelu, x), expected, rtol=1e-5, atol=2e-6)
+
+
+def _grad(fn, x):
+    """Elementwise derivative of `fn` at `x` with the active backend's autodiff."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        x = tf.constant(x)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(fn(x))
+        return tape.gradient(y, x).numpy()
+    if backend == "jax":
+        import jax
+
+        return np.asarray(jax.grad(lambda v: fn(v).sum())(x))
+    raise ValueError(f"No gradient helper for this backend. Received: backend={backend}")
 
 
 def test_mlp_block_matches_numpy():

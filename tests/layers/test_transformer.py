@@ -1,6 +1,7 @@
 """TransformerBlock (ViT Eq. 2-3), MLPBlock and StochasticDepth against numpy."""
 
 import math
+
 import numpy as np
 import pytest
 

@@ -83,6 +83,8 @@ def build_model(config, num_classes, image_size, channels):
         kwargs["drop_path_rate"] = config.drop_path_rate
     if config.precision == "bfloat16":
         kwargs["dtype"] = "mixed_bfloat16"
+    if config.remat:
+        kwargs["remat"] = True
     if config.model in GENERAL_BUILDERS:
         model = getattr(keras_vit, config.model)(**kwargs)
     else:

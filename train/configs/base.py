@@ -43,6 +43,7 @@ class TrainConfig:
     precision: str = "float32"
     steps_per_execution: int = 1
     jit_compile: bool = True
+    remat: bool = False  # recompute each block in the backward pass: less memory, a larger batch fits
     pretrained: str = None
     checkpoint_every_steps: int = 0
     seed: int = 0

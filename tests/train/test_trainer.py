@@ -1,0 +1,34 @@
+"""`build_model` turns the configuration's speed and memory options into the model's."""
+
+import keras
+import pytest
+
+import keras_vit
+from train.configs import TrainConfig
+from train.trainer import build_model, check_config
+
+TINY = {"patch_size": 4, "hidden_size": 16, "num_layers": 2, "num_heads": 2, "mlp_dim": 32}
+
+
+def _blocks(model):
+    return [layer for layer in model.layers if isinstance(layer, keras_vit.layers.TransformerBlock)]
+
+
+@pytest.mark.parametrize("remat", [False, True])
+def test_remat_option_reaches_every_block(remat):
+    config = TrainConfig(model_kwargs=TINY, remat=remat)
+    model, _ = build_model(config, num_classes=3, image_size=8, channels=1)
+    assert len(_blocks(model)) == 2
+    assert all(block.remat is remat for block in _blocks(model))
+
+
+def test_bfloat16_precision_builds_a_mixed_model():
+    model, _ = build_model(TrainConfig(model_kwargs=TINY, precision="bfloat16"), 3, 8, 1)
+    assert model.dtype_policy.name == "mixed_bfloat16"
+    assert keras.backend.standardize_dtype(model.layers[-1].compute_dtype) == "bfloat16"
+
+
+def test_steps_per_execution_must_be_positive():
+    with pytest.raises(ValueError, match=r"`steps_per_execution` must be a positive integer.*Received: "
+                                         r"steps_per_execution=0"):
+        check_config(TrainConfig(steps_per_execution=0))

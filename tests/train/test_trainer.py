@@ -24,8 +24,9 @@ def test_remat_option_reaches_every_block(remat):
 
 def test_bfloat16_precision_builds_a_mixed_model():
     model, _ = build_model(TrainConfig(model_kwargs=TINY, precision="bfloat16"), 3, 8, 1)
-    assert model.dtype_policy.name == "mixed_bfloat16"
-    assert keras.backend.standardize_dtype(model.layers[-1].compute_dtype) == "bfloat16"
+    assert all(block.dtype_policy.name == "mixed_bfloat16" for block in _blocks(model))
+    assert keras.backend.standardize_dtype(_blocks(model)[0].compute_dtype) == "bfloat16"
+    assert keras.backend.standardize_dtype(_blocks(model)[0].variable_dtype) == "float32"
 
 
 def test_steps_per_execution_must_be_positive():

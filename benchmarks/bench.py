@@ -4,7 +4,11 @@
 
 For every (framework, variant, image size, batch size, mode) one fresh process
 builds the model, times the first step apart (tracing and XLA compilation), then
-the median of `--steps` steady steps, and reports its peak memory. Model FLOP
+the median of `--steps` steady steps, and reports its peak memory. With
+`--repeats=R` every configuration is measured R times, the frameworks taking
+turns (and turns about who goes first), so that a machine whose speed drifts
+favours neither: a row then shows the median run and all runs, and keras/timm is
+the median of the R paired ratios. Model FLOP
 utilisation (MFU) is the achieved FLOP/s (analytic FLOPs, `benchmarks/flops.py`:
 train = 6 x forward MACs) over the peak FLOP/s of a large matrix product measured
 on the same machine with the same framework and precision. Prints a Markdown table;
@@ -199,29 +203,51 @@ def measure(framework, variant, image_size, batch_size, mode, args):
     return json.loads(lines[-1][len("RESULT "):])
 
 
-def table(rows, args):
+def summarize(runs):
+    """One row from the repeated runs of one (framework, configuration): the median run, all runs listed."""
+    failed = [r for r in runs if "error" in r]
+    if failed:
+        return failed[0]
+    ordered = sorted(runs, key=lambda r: r["images_per_s"])
+    row = dict(ordered[(len(ordered) - 1) // 2])
+    row["runs"] = [r["images_per_s"] for r in runs]
+    return row
+
+
+def paired_ratio(keras_runs, timm_runs):
+    """Median over repeats of keras images/s over timm images/s from the same round."""
+    if any("error" in r for r in keras_runs + timm_runs):
+        return None
+    return statistics.median(k["images_per_s"] / t["images_per_s"] for k, t in zip(keras_runs, timm_runs))
+
+
+def table(results, args):
+    """Markdown table; `results` maps (framework, variant, px, batch, mode) to that configuration's runs."""
     import keras
 
-    header = ("| framework | variant | px | batch | mode | compile s | images/s | peak MiB | "
+    header = ("| framework | variant | px | batch | mode | compile s | images/s | runs | peak MiB | "
               "GFLOP/img | TFLOP/s | peak TFLOP/s | MFU | keras/timm |")
-    lines = [header, "|" + "---|" * 13]
-    timm = {(r["variant"], r["image_size"], r["batch_size"], r["mode"]): r for r in rows if r["framework"] == "timm"}
-    for r in rows:
+    lines = [header, "|" + "---|" * 14]
+    for (framework, *config), runs in results.items():
+        r = summarize(runs)
         if "error" in r:
-            lines.append(f"| {r['framework']} | {r['variant']} | {r['image_size']} | {r['batch_size']} | {r['mode']} | "
-                         f"failed: {' '.join(r['error'])} |" + " |" * 8)
+            lines.append(f"| {framework} | {' | '.join(map(str, config))} | "
+                         f"failed: {' '.join(r['error'])} |" + " |" * 9)
             continue
-        other = timm.get((r["variant"], r["image_size"], r["batch_size"], r["mode"]))
-        ratio = f"{r['images_per_s'] / other['images_per_s']:.2f}" if r["framework"] == "keras" and other and "error" not in other else ""
+        ratio = ""
+        if framework == "keras" and ("timm", *config) in results:
+            value = paired_ratio(runs, results[("timm", *config)])
+            ratio = "" if value is None else f"{value:.2f}"
         lines.append(
-            f"| {r['framework']} | {r['variant']} | {r['image_size']} | {r['batch_size']} | {r['mode']} | "
-            f"{r['compile_s']:.1f} | {r['images_per_s']:.1f} | {r['peak_mem_mib']:.0f} | {r['gflops_per_image']:.2f} | "
+            f"| {framework} | {' | '.join(map(str, config))} | "
+            f"{r['compile_s']:.1f} | {r['images_per_s']:.1f} | {', '.join(f'{v:.1f}' for v in r['runs'])} | "
+            f"{r['peak_mem_mib']:.0f} | {r['gflops_per_image']:.2f} | "
             f"{r['achieved_tflops']:.3f} | {r['peak_tflops']:.3f} | {100 * r['mfu']:.0f}% | {ratio} |"
         )
     machine = f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}"
     settings = (f"backend={os.environ.get('KERAS_BACKEND', 'tensorflow')}, keras {keras.__version__}, "
                 f"precision={args.precision}, remat={args.remat}, timm compiled={args.timm_compile}, "
-                f"steps={args.steps} (median)")
+                f"steps={args.steps} (median), repeats={args.repeats}")
     return "\n".join([f"Machine: {machine}. {settings}. Date: {time.strftime('%Y-%m-%d')}.", "", *lines])
 
 
@@ -233,6 +259,7 @@ def main():
     parser.add_argument("--modes", default="train,infer")
     parser.add_argument("--vs", choices=["timm"], default=None)
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=1, help="measure each configuration this many times")
     parser.add_argument("--precision", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--remat", action="store_true")
     parser.add_argument("--timm_compile", action="store_true", help="torch.compile the timm model")
@@ -252,7 +279,10 @@ def main():
         return single(args)
     import keras_vit
 
-    rows = []
+    for name in ("steps", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be a positive integer. Received: {name}={getattr(args, name)}")
+    results = {}
     for variant in args.variants.split(","):
         if variant not in keras_vit.VARIANTS:
             parser.error(f"--variants: unknown {variant!r}; accepted: {', '.join(sorted(keras_vit.VARIANTS))}")
@@ -261,9 +291,14 @@ def main():
                 for mode in args.modes.split(","):
                     frameworks = ["keras"] + (["timm"] if args.vs == "timm" else [])
                     for framework in frameworks:
-                        rows.append(measure(framework, variant, image_size, batch_size, mode, args))
-                        print(rows[-1], file=sys.stderr, flush=True)
-    text = table(rows, args)
+                        results[(framework, variant, image_size, batch_size, mode)] = []
+                    for repeat in range(args.repeats):
+                        # Who goes first alternates, so a drift in the machine's speed cancels out.
+                        for framework in frameworks[::-1] if repeat % 2 else frameworks:
+                            run = measure(framework, variant, image_size, batch_size, mode, args)
+                            results[(framework, variant, image_size, batch_size, mode)].append(run)
+                            print(run, file=sys.stderr, flush=True)
+    text = table(results, args)
     print(text)
     if args.output:
         tmp = f"{args.output}.tmp-{os.getpid()}"

@@ -17,12 +17,25 @@ def run(*args):
 def test_bench_prints_keras_and_timm_rows_with_a_ratio(tmp_path):
     output = tmp_path / "table.md"
     text = run("benchmarks/bench.py", "--variants=ViT_Ti16", "--image_sizes=32", "--batch_sizes=2",
-               "--modes=infer", "--steps=1", "--vs=timm", f"--output={output}")
+               "--modes=infer", "--steps=1", "--repeats=2", "--vs=timm", f"--output={output}")
     rows = [line for line in text.splitlines() if line.startswith("| keras") or line.startswith("| timm")]
     assert len(rows) == 2 and "failed" not in text
-    keras_row = rows[0].split("|")
-    assert float(keras_row[13]) > 0  # keras/timm ratio
+    keras_row = [cell.strip() for cell in rows[0].split("|")]
+    runs = [float(v) for v in keras_row[8].split(",")]
+    assert len(runs) == 2 and float(keras_row[7]) in [round(v, 1) for v in runs]  # median of the runs
+    assert float(keras_row[14]) > 0  # keras/timm ratio
     assert output.read_text().strip() == text.strip()
+
+
+def test_repeats_give_the_median_run_and_the_median_paired_ratio():
+    from benchmarks.bench import paired_ratio, summarize
+
+    keras_runs = [{"images_per_s": v, "tag": i} for i, v in enumerate([10.0, 30.0, 20.0])]
+    timm_runs = [{"images_per_s": v} for v in [20.0, 10.0, 10.0]]
+    row = summarize(keras_runs)
+    assert row["tag"] == 2 and row["runs"] == [10.0, 30.0, 20.0]
+    assert paired_ratio(keras_runs, timm_runs) == 2.0  # ratios 0.5, 3.0, 2.0
+    assert paired_ratio(keras_runs, [{"error": ["x"]}] * 3) is None
 
 
 def test_bench_rejects_unknown_variants():

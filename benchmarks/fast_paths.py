@@ -19,6 +19,8 @@ accelerator; the process peak RSS where neither exists). Cases:
 - `bfloat16`: the `mixed_bfloat16` policy;
 - `remat`: every transformer block recomputed in the backward pass.
 
+With `--repeats=R` the cases take turns R times (so that a drift in the machine's
+speed spreads over all of them) and each row shows the median run and all runs.
 Patches made for `unfused_qkv` and `explicit_attention` are diagnostic only; the
 library is not modified. Prints a Markdown table; `--output` also writes it.
 """
@@ -194,21 +196,34 @@ def measure(case, args):
     return json.loads(lines[-1][len("RESULT "):])
 
 
-def table(rows, args):
+def median_run(runs):
+    """The run with the median images/s (the lower middle one for an even count), all runs listed."""
+    failed = [r for r in runs if "error" in r]
+    if failed:
+        return failed[0]
+    ordered = sorted(runs, key=lambda r: r["images_per_s"])
+    return dict(ordered[(len(ordered) - 1) // 2], runs=[r["images_per_s"] for r in runs])
+
+
+def table(results, args):
+    """Markdown table; `results` maps each case to its runs."""
     import keras
 
+    rows = [median_run(runs) for runs in results.values()]
     base = next((r for r in rows if r["case"] == "shipped" and "error" not in r), None)
-    lines = ["| case | images/s | vs shipped | compile s | peak MiB |", "|---|---|---|---|---|"]
+    lines = ["| case | images/s | runs | vs shipped | compile s | peak MiB |", "|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['case']} | n/a: {r['error']} | | | |")
+            lines.append(f"| {r['case']} | n/a: {r['error']} | | | | |")
             continue
         name = r["case"] + (f" ({r['steps_per_execution']})" if r["case"] == "steps_per_execution" else "")
         ratio = f"{r['images_per_s'] / base['images_per_s']:.2f}" if base else ""
-        lines.append(f"| {name} | {r['images_per_s']:.1f} | {ratio} | {r['compile_s']:.1f} | {r['peak_mib']:.0f} |")
+        runs = ", ".join(f"{v:.3g}" for v in r["runs"])
+        lines.append(f"| {name} | {r['images_per_s']:.3g} | {runs} | {ratio} | {r['compile_s']:.1f} | "
+                     f"{r['peak_mib']:.0f} |")
     model = "main_job (train/main.py's default model, 28 px)" if args.model == "main_job" else (
         f"{args.model}, {args.image_size} px")
-    header = (f"Model: {model}, batch {args.batch_size}, {args.steps} timed steps. Machine: {platform.machine()}, "
+    header = (f"Model: {model}, batch {args.batch_size}, {args.steps} timed steps, {args.repeats} repeats. Machine: {platform.machine()}, "
               f"{os.cpu_count()} CPUs. backend={keras.backend.backend()}, keras {keras.__version__}. "
               f"Date: {time.strftime('%Y-%m-%d')}.")
     return "\n".join([header, "", *lines])
@@ -222,6 +237,7 @@ def main():
     parser.add_argument("--steps", type=int, default=8, help="timed steps (rounded down to whole executions)")
     parser.add_argument("--steps_per_execution", type=int, default=8)
     parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--repeats", type=int, default=1, help="measure each case this many times")
     parser.add_argument("--output", default=None, help="also write the table to this file")
     parser.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--case", help=argparse.SUPPRESS)
@@ -239,14 +255,15 @@ def main():
     unknown = [c for c in cases if c not in CASES]
     if unknown:
         parser.error(f"--cases: unknown {unknown}; accepted: {', '.join(CASES)}")
-    for name in ("batch_size", "steps", "steps_per_execution"):
+    for name in ("batch_size", "steps", "steps_per_execution", "repeats"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be a positive integer. Received: {name}={getattr(args, name)}")
-    rows = []
-    for case in cases:
-        rows.append(measure(case, args))
-        print(rows[-1], file=sys.stderr, flush=True)
-    text = table(rows, args)
+    results = {case: [] for case in cases}
+    for _ in range(args.repeats):
+        for case in cases:
+            results[case].append(measure(case, args))
+            print(results[case][-1], file=sys.stderr, flush=True)
+    text = table(results, args)
     print(text)
     if args.output:
         tmp = f"{args.output}.tmp-{os.getpid()}"

@@ -1,6 +1,7 @@
 """The benchmark scripts run end to end on tiny settings and print their tables."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -50,3 +51,41 @@ def test_input_pipeline_benchmark_measures_every_source():
     assert len(rows) == 3
     for row in rows:
         assert all(float(cell) > 0 for cell in row.strip("|").split("|")[1:])
+
+
+def _table_rows(text):
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in text.splitlines()
+            if line.startswith("| ") and not line.startswith("| case")]
+
+
+def test_fast_paths_measures_each_case_and_remat_lowers_the_peak(tmp_path):
+    output = tmp_path / "fast_paths.md"
+    text = run("benchmarks/fast_paths.py", "--model=main_job", "--batch_size=8", "--steps=2",
+               "--steps_per_execution=2", "--cases=shipped,remat,steps_per_execution,xla_mirrored",
+               f"--output={output}")
+    rows = {row[0]: row for row in _table_rows(text)}
+    assert set(rows) == {"shipped", "remat", "steps_per_execution (2)", "xla_mirrored"}, text
+    for row in rows.values():
+        assert float(row[1]) > 0 and float(row[5]) > 0  # images/s, peak MiB
+    assert rows["shipped"][3] == "1.00"
+    # Rematerialisation keeps fewer activations for the backward pass: a lower
+    # peak in the device allocator (TensorFlow's BFC statistics) for the same batch.
+    assert float(rows["remat"][5]) < float(rows["shipped"][5])
+    assert output.read_text().strip() == text.strip()
+
+
+def test_fast_paths_rejects_unknown_cases():
+    result = subprocess.run([sys.executable, "benchmarks/fast_paths.py", "--cases=shipped,warp_drive"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert result.returncode == 2 and "--cases: unknown ['warp_drive']" in result.stderr
+
+
+def test_profile_step_names_the_hlos_and_rates_the_dots():
+    text = run("benchmarks/profile_step.py", "--variant=ViT_Ti16", "--image_size=32", "--batch_size=2", "--top=5")
+    assert "kernel CPU" in text
+    kinds = text.split("| HLO kind |")[1].split("| dot output |")[0]
+    assert len([line for line in kinds.splitlines() if line.startswith("| ") and "---" not in line]) == 5
+    dots = [line for line in text.split("| dot output |")[1].splitlines()[2:] if line.startswith("| ")]
+    # Every block's fc1 forward product is one group: (2 x 5 tokens, 768) from 192 inputs.
+    fc1 = [line for line in dots if re.search(r"block_\*[^|]*/mlp[^|]*/fc1[^|]*/", line) and "gradient" not in line]
+    assert fc1 and "| 10x768 | 192 |" in fc1[0] and "| 12 |" in fc1[0], dots

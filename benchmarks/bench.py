@@ -36,6 +36,11 @@ TIMM_NAMES = {
 }
 
 
+def _rate(value):
+    """Images/s to 3 significant digits, without an exponent."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+
+
 def _peak_memory_mib(framework):
     if framework == "keras" and _backend() == "jax":
         import jax
@@ -240,7 +245,7 @@ def table(results, args):
             ratio = "" if value is None else f"{value:.2f}"
         lines.append(
             f"| {framework} | {' | '.join(map(str, config))} | "
-            f"{r['compile_s']:.1f} | {r['images_per_s']:.3g} | {', '.join(f'{v:.3g}' for v in r['runs'])} | "
+            f"{r['compile_s']:.1f} | {_rate(r['images_per_s'])} | {', '.join(_rate(v) for v in r['runs'])} | "
             f"{r['peak_mem_mib']:.0f} | {r['gflops_per_image']:.2f} | "
             f"{r['achieved_tflops']:.3f} | {r['peak_tflops']:.3f} | {100 * r['mfu']:.0f}% | {ratio} |"
         )

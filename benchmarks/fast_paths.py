@@ -196,6 +196,11 @@ def measure(case, args):
     return json.loads(lines[-1][len("RESULT "):])
 
 
+def _rate(value):
+    """Images/s to 3 significant digits, without an exponent."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+
+
 def median_run(runs):
     """The run with the median images/s (the lower middle one for an even count), all runs listed."""
     failed = [r for r in runs if "error" in r]
@@ -218,8 +223,8 @@ def table(results, args):
             continue
         name = r["case"] + (f" ({r['steps_per_execution']})" if r["case"] == "steps_per_execution" else "")
         ratio = f"{r['images_per_s'] / base['images_per_s']:.2f}" if base else ""
-        runs = ", ".join(f"{v:.3g}" for v in r["runs"])
-        lines.append(f"| {name} | {r['images_per_s']:.3g} | {runs} | {ratio} | {r['compile_s']:.1f} | "
+        runs = ", ".join(_rate(v) for v in r["runs"])
+        lines.append(f"| {name} | {_rate(r['images_per_s'])} | {runs} | {ratio} | {r['compile_s']:.1f} | "
                      f"{r['peak_mib']:.0f} |")
     model = "main_job (train/main.py's default model, 28 px)" if args.model == "main_job" else (
         f"{args.model}, {args.image_size} px")

@@ -153,11 +153,10 @@ class MultiHeadSelfAttention(_AttentionBase):
 
     def _qkv(self, tokens):
         """Returns q, k, v as (batch, length, heads, head_dim) tensors."""
+        qkv = self.qkv(tokens)
         shape = ops.shape(tokens)
-        # A split, whose gradient is one concatenation; the gradients of three
-        # slices are three zero-padded full-size tensors that XLA adds up.
-        parts = ops.split(self.qkv(tokens), 3, axis=-1)
-        return tuple(ops.reshape(part, (shape[0], shape[1], self.num_heads, self.head_dim)) for part in parts)
+        qkv = ops.reshape(qkv, (shape[0], shape[1], 3, self.num_heads, self.head_dim))
+        return qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
 
     def compute_attention(self, query, key):
         """Attention probabilities `softmax(q k^T / sqrt(D_h))`, in float32.
@@ -351,7 +350,7 @@ class GPSA(_AttentionBase):
             Tensor `(batch, heads, length, length)`.
         """
         qk = _split_heads(self.qk(tokens), 2 * self.num_heads, self.head_dim)
-        query, key = ops.split(qk, 2, axis=1)
+        query, key = qk[:, : self.num_heads], qk[:, self.num_heads :]
         logits = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))
         logits = ops.cast(logits, "float32") / math.sqrt(self.head_dim)
         content = ops.softmax(logits, axis=-1)

@@ -98,22 +98,22 @@ def _reset_peak(backend):
             pass
 
 
-class _EpochTimer:
-    def __init__(self):
-        import keras
+def _epoch_timer():
+    """A callback that records each epoch's wall time in its `seconds` list."""
+    import keras
 
-        class Timer(keras.callbacks.Callback):
-            def __init__(self):
-                super().__init__()
-                self.seconds = []
+    class EpochTimer(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.seconds = []
 
-            def on_epoch_begin(self, epoch, logs=None):
-                self.start = time.perf_counter()
+        def on_epoch_begin(self, epoch, logs=None):
+            self.start = time.perf_counter()
 
-            def on_epoch_end(self, epoch, logs=None):
-                self.seconds.append(time.perf_counter() - self.start)
+        def on_epoch_end(self, epoch, logs=None):
+            self.seconds.append(time.perf_counter() - self.start)
 
-        self.callback = Timer()
+    return EpochTimer()
 
 
 def single(args):
@@ -173,7 +173,7 @@ def single(args):
             while True:
                 yield x, y
         data = batches()
-    timer = _EpochTimer().callback
+    timer = _epoch_timer()
     # Epoch 1 traces and compiles; the peak is then reset so that epoch 2 shows the step's own.
     model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[timer])
     _reset_peak(backend)

@@ -10,14 +10,19 @@ from keras_vit.layers.validation import check_positive_int, check_rate
 def gelu(x):
     """Exact GELU, `x * Phi(x) = x / 2 * (1 + erf(x / sqrt(2)))`.
 
-    The erf form is the one of the reference implementations and of the PyTorch
+    The exact form is the one of the reference implementations and of the PyTorch
     ports the published weights are evaluated with (the tanh approximation
-    differs by up to ~1e-3). It is written out because `keras.activations.gelu`
-    on TensorFlow computes `erfc`, which XLA lowers to an exponential and two
-    polynomial branches: on XLA:CPU that alone took ~13% of a ViT-Ti/16 training
-    step (see BENCHMARKS.md), against ~2% for `erf`'s single polynomial.
+    differs by up to ~1e-3). On TensorFlow it is written out with `erf` because
+    `keras.activations.gelu` there computes `erfc`, which XLA lowers to an
+    exponential and two polynomial branches: on XLA:CPU that alone took ~13% of a
+    ViT-Ti/16 training step (BENCHMARKS.md), against ~2% for `erf`'s single
+    polynomial. Other backends keep their own exact GELU: JAX lowers `erf` to a
+    StableHLO composite that TensorFlow cannot load, which would break the
+    SavedModel export of a JAX-backend model.
     """
-    return 0.5 * x * (1.0 + ops.erf(x * ops.cast(_SQRT_HALF, x.dtype)))
+    if keras.backend.backend() == "tensorflow":
+        return 0.5 * x * (1.0 + ops.erf(x * ops.cast(_SQRT_HALF, x.dtype)))
+    return keras.activations.gelu(x, approximate=False)
 
 
 _SQRT_HALF = 0.7071067811865476

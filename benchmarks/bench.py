@@ -16,16 +16,18 @@ on the same machine with the same framework and precision. Prints a Markdown tab
 """
 
 import argparse
-import json
 import os
 import platform
 import resource
 import statistics
-import subprocess
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from benchmarks.reporting import emit_result, median_run, rate, run_measurement, write_atomic  # noqa: E402
+
 TIMM_NAMES = {
     "ViT_Ti16": "vit_tiny_patch16_224", "ViT_S16": "vit_small_patch16_224",
     "ViT_B16": "vit_base_patch16_224", "ViT_B32": "vit_base_patch32_224",
@@ -34,11 +36,6 @@ TIMM_NAMES = {
     "R50_ViT_B16": "vit_base_r50_s16_224", "R_ViT_Ti16": "vit_tiny_r_s16_p8_224",
     "R26_ViT_S32": "vit_small_r26_s32_224",
 }
-
-
-def _rate(value):
-    """Images/s to 3 significant digits, without an exponent."""
-    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def _peak_memory_mib(framework):
@@ -130,7 +127,6 @@ def run_keras(variant, image_size, batch_size, mode, steps, precision, remat):
 
 
 def run_timm(variant, image_size, batch_size, mode, steps, precision, compile_model):
-    sys.path.insert(0, ROOT)
     from tests.reference import timm, torch  # the torchvision shim, then timm
 
     import keras_vit
@@ -183,40 +179,25 @@ def single(args):
                           args.precision, args.timm_compile)
     compile_seconds, seconds, flops, peak = result
     images_per_second = args.batch_size / seconds
-    print("RESULT " + json.dumps({
+    emit_result({
         "framework": args.framework, "variant": args.variant, "image_size": args.image_size,
         "batch_size": args.batch_size, "mode": args.mode, "compile_s": compile_seconds,
         "images_per_s": images_per_second, "peak_mem_mib": _peak_memory_mib(args.framework),
         "gflops_per_image": flops / 1e9, "achieved_tflops": images_per_second * flops / 1e12,
         "peak_tflops": peak / 1e12, "mfu": images_per_second * flops / peak,
-    }))
+    })
 
 
 def measure(framework, variant, image_size, batch_size, mode, args):
-    command = [sys.executable, os.path.abspath(__file__), "--single", f"--framework={framework}",
-               f"--variant={variant}", f"--image_size={image_size}", f"--batch_size={batch_size}",
-               f"--mode={mode}", f"--steps={args.steps}", f"--precision={args.precision}"]
+    arguments = [os.path.abspath(__file__), "--single", f"--framework={framework}", f"--variant={variant}",
+                 f"--image_size={image_size}", f"--batch_size={batch_size}", f"--mode={mode}",
+                 f"--steps={args.steps}", f"--precision={args.precision}"]
     if args.remat:
-        command.append("--remat")
+        arguments.append("--remat")
     if args.timm_compile:
-        command.append("--timm_compile")
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if done.returncode or not lines:
-        return {"framework": framework, "variant": variant, "image_size": image_size,
-                "batch_size": batch_size, "mode": mode, "error": done.stderr.strip().splitlines()[-1:]}
-    return json.loads(lines[-1][len("RESULT "):])
-
-
-def summarize(runs):
-    """One row from the repeated runs of one (framework, configuration): the median run, all runs listed."""
-    failed = [r for r in runs if "error" in r]
-    if failed:
-        return failed[0]
-    ordered = sorted(runs, key=lambda r: r["images_per_s"])
-    row = dict(ordered[(len(ordered) - 1) // 2])
-    row["runs"] = [r["images_per_s"] for r in runs]
-    return row
+        arguments.append("--timm_compile")
+    return run_measurement(arguments, framework=framework, variant=variant, image_size=image_size,
+                           batch_size=batch_size, mode=mode)
 
 
 def paired_ratio(keras_runs, timm_runs):
@@ -234,10 +215,10 @@ def table(results, args):
               "GFLOP/img | TFLOP/s | peak TFLOP/s | MFU | keras/timm |")
     lines = [header, "|" + "---|" * 14]
     for (framework, *config), runs in results.items():
-        r = summarize(runs)
+        r = median_run(runs)
         if "error" in r:
             lines.append(f"| {framework} | {' | '.join(map(str, config))} | "
-                         f"failed: {' '.join(r['error'])} |" + " |" * 9)
+                         f"failed: {r['error']} |" + " |" * 9)
             continue
         ratio = ""
         if framework == "keras" and ("timm", *config) in results:
@@ -245,7 +226,7 @@ def table(results, args):
             ratio = "" if value is None else f"{value:.2f}"
         lines.append(
             f"| {framework} | {' | '.join(map(str, config))} | "
-            f"{r['compile_s']:.1f} | {_rate(r['images_per_s'])} | {', '.join(_rate(v) for v in r['runs'])} | "
+            f"{r['compile_s']:.1f} | {rate(r['images_per_s'])} | {', '.join(rate(v) for v in r['runs'])} | "
             f"{r['peak_mem_mib']:.0f} | {r['gflops_per_image']:.2f} | "
             f"{r['achieved_tflops']:.3f} | {r['peak_tflops']:.3f} | {100 * r['mfu']:.0f}% | {ratio} |"
         )
@@ -277,7 +258,6 @@ def main():
     parser.add_argument("--batch_size", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    sys.path.insert(0, ROOT)
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.single:
@@ -306,10 +286,7 @@ def main():
     text = table(results, args)
     print(text)
     if args.output:
-        tmp = f"{args.output}.tmp-{os.getpid()}"
-        with open(tmp, "w") as f:
-            f.write(text + "\n")
-        os.replace(tmp, args.output)
+        write_atomic(args.output, text)
 
 
 if __name__ == "__main__":

@@ -26,15 +26,17 @@ library is not modified. Prints a Markdown table; `--output` also writes it.
 """
 
 import argparse
-import json
 import os
 import platform
 import resource
-import subprocess
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from benchmarks.reporting import emit_result, median_run, rate, run_measurement, write_atomic  # noqa: E402
+
 CASES = ("shipped", "unfused_qkv", "explicit_attention", "no_xla", "xla_mirrored", "steps_per_execution",
          "bfloat16", "remat")
 # `train/main.py`'s default preset: its model, on 28 x 28 x 1 images, 10 classes, batch 128.
@@ -125,7 +127,7 @@ def single(args):
 
     backend = keras.backend.backend()
     if args.case == "xla_mirrored" and backend != "tensorflow":
-        print("RESULT " + json.dumps({"case": args.case, "error": "TensorFlow only"}))
+        emit_result({"case": args.case, "error": "TensorFlow only"})
         return
     _patch(args.case)
     if args.model == "main_job":
@@ -178,36 +180,20 @@ def single(args):
     model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[timer])
     _reset_peak(backend)
     model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[timer])
-    print("RESULT " + json.dumps({
+    emit_result({
         "case": args.case, "compile_s": timer.seconds[0] - timer.seconds[1],
         "images_per_s": steps * args.batch_size / timer.seconds[1],
         "peak_mib": _device_peak_mib(backend), "steps": steps, "steps_per_execution": spe,
-    }))
+    })
 
 
 def measure(case, args):
-    command = [sys.executable, os.path.abspath(__file__), "--single", f"--case={case}", f"--model={args.model}",
-               f"--image_size={args.image_size}", f"--batch_size={args.batch_size}", f"--steps={args.steps}",
-               f"--steps_per_execution={args.steps_per_execution}"]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if done.returncode or not lines:
-        return {"case": case, "error": " ".join(done.stderr.strip().splitlines()[-1:])}
-    return json.loads(lines[-1][len("RESULT "):])
-
-
-def _rate(value):
-    """Images/s to 3 significant digits, without an exponent."""
-    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
-
-
-def median_run(runs):
-    """The run with the median images/s (the lower middle one for an even count), all runs listed."""
-    failed = [r for r in runs if "error" in r]
-    if failed:
-        return failed[0]
-    ordered = sorted(runs, key=lambda r: r["images_per_s"])
-    return dict(ordered[(len(ordered) - 1) // 2], runs=[r["images_per_s"] for r in runs])
+    return run_measurement(
+        [os.path.abspath(__file__), "--single", f"--case={case}", f"--model={args.model}",
+         f"--image_size={args.image_size}", f"--batch_size={args.batch_size}", f"--steps={args.steps}",
+         f"--steps_per_execution={args.steps_per_execution}"],
+        case=case,
+    )
 
 
 def table(results, args):
@@ -223,8 +209,8 @@ def table(results, args):
             continue
         name = r["case"] + (f" ({r['steps_per_execution']})" if r["case"] == "steps_per_execution" else "")
         ratio = f"{r['images_per_s'] / base['images_per_s']:.2f}" if base else ""
-        runs = ", ".join(_rate(v) for v in r["runs"])
-        lines.append(f"| {name} | {_rate(r['images_per_s'])} | {runs} | {ratio} | {r['compile_s']:.1f} | "
+        runs = ", ".join(rate(v) for v in r["runs"])
+        lines.append(f"| {name} | {rate(r['images_per_s'])} | {runs} | {ratio} | {r['compile_s']:.1f} | "
                      f"{r['peak_mib']:.0f} |")
     model = "main_job (train/main.py's default model, 28 px)" if args.model == "main_job" else (
         f"{args.model}, {args.image_size} px")
@@ -247,7 +233,6 @@ def main():
     parser.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--case", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    sys.path.insert(0, ROOT)
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.single:
@@ -271,10 +256,7 @@ def main():
     text = table(results, args)
     print(text)
     if args.output:
-        tmp = f"{args.output}.tmp-{os.getpid()}"
-        with open(tmp, "w") as f:
-            f.write(text + "\n")
-        os.replace(tmp, args.output)
+        write_atomic(args.output, text)
 
 
 if __name__ == "__main__":

@@ -29,11 +29,12 @@ def test_bench_prints_keras_and_timm_rows_with_a_ratio(tmp_path):
 
 
 def test_repeats_give_the_median_run_and_the_median_paired_ratio():
-    from benchmarks.bench import paired_ratio, summarize
+    from benchmarks.bench import paired_ratio
+    from benchmarks.reporting import median_run
 
     keras_runs = [{"images_per_s": v, "tag": i} for i, v in enumerate([10.0, 30.0, 20.0])]
     timm_runs = [{"images_per_s": v} for v in [20.0, 10.0, 10.0]]
-    row = summarize(keras_runs)
+    row = median_run(keras_runs)
     assert row["tag"] == 2 and row["runs"] == [10.0, 30.0, 20.0]
     assert paired_ratio(keras_runs, timm_runs) == 2.0  # ratios 0.5, 3.0, 2.0
     assert paired_ratio(keras_runs, [{"error": ["x"]}] * 3) is None

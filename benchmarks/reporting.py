@@ -1,0 +1,59 @@
+"""What the benchmark scripts share: one measurement per process, and their tables' rows.
+
+Each script re-runs itself with `--single` for every measurement, so that compiled
+functions, allocator pools and thread pools never carry over from one to the next;
+the child prints one `RESULT {json}` line that the parent reads back.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PREFIX = "RESULT "
+
+
+def emit_result(result):
+    """Prints a measurement for the parent process (called in the child)."""
+    print(_PREFIX + json.dumps(result))
+
+
+def run_measurement(arguments, **identity):
+    """Runs `python *arguments` from the repository root and returns its result.
+
+    Args:
+        arguments: The script and its flags.
+        **identity: What was measured; returned with an `error` (the child's last
+            line of stderr) when the child fails or reports nothing.
+    """
+    done = subprocess.run([sys.executable, *arguments], capture_output=True, text=True, cwd=ROOT)
+    lines = [line for line in done.stdout.splitlines() if line.startswith(_PREFIX)]
+    if done.returncode or not lines:
+        return dict(identity, error=" ".join(done.stderr.strip().splitlines()[-1:]))
+    return json.loads(lines[-1][len(_PREFIX):])
+
+
+def median_run(runs):
+    """The run with the median images/s (the lower middle one for an even count), all runs listed.
+
+    A failed run makes the row that failure.
+    """
+    failed = [r for r in runs if "error" in r]
+    if failed:
+        return failed[0]
+    ordered = sorted(runs, key=lambda r: r["images_per_s"])
+    return dict(ordered[(len(ordered) - 1) // 2], runs=[r["images_per_s"] for r in runs])
+
+
+def rate(value):
+    """Images/s to 3 significant digits, without an exponent."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def write_atomic(path, text):
+    """Writes `text` to `path` through a temporary file, so no half-written table is left."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text + "\n")
+    os.replace(tmp, path)

@@ -1,16 +1,21 @@
-"""Op-level profile of one XLA-compiled Keras training step on the CPU (TensorFlow backend).
+"""Op-level profile of one XLA-compiled Keras training step on the CPU.
 
-    python benchmarks/profile_step.py --variant=ViT_Ti16 --batch_size=16
+    python benchmarks/profile_step.py --variant=ViT_Ti16 --batch_size=16 [--backend=jax]
 
 Compiles the training step, runs two warm-up steps, then traces one step with the
-TensorFlow profiler while XLA:CPU annotates every HLO it runs
-(`--xla_cpu_enable_xprof_traceme`). Prints the step's wall time and the process
+backend's profiler (TensorFlow's, or JAX's) while XLA:CPU annotates every HLO it
+runs (`--xla_cpu_enable_xprof_traceme`). Prints the step's wall time and the process
 CPU time spent in the kernel (page faults show up there), then two tables:
 
 - time per kind of HLO (the name XLA gives a fusion, numbering dropped), summed
   over the step's threads, so concurrent ops can add up to more than wall time;
-- every matrix product (`dot`) grouped by shape and by the TensorFlow op it came
-  from, with its achieved GFLOP/s, from the optimized HLO that XLA dumps.
+- every matrix product grouped by shape and by the op it came from, with its
+  achieved GFLOP/s, from the optimized HLO that XLA dumps. A product XLA hands to a
+  library inside a fusion (JAX's XLA:CPU runs most of them as `ynn_fusion`,
+  through YNNPACK) is rated under the fusion's name, elementwise work fused with it
+  included (JAX's attention logits come fused with the softmax's max and exp).
+  A rate above the machine's peak means the product ran asynchronously on the thread
+  pool, its traced event covering only the launch (seen for XLA's own dots under JAX).
 
 A dot whose work another, concurrently running dot does on the same threads shows
 an inflated rate for the one and a deflated rate for the other; read such pairs
@@ -30,24 +35,44 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Containers and runtime bookkeeping in the trace, not HLOs.
 _NOT_HLO = re.compile(r"^(ThunkExecutor|SlinkyThreadPool|Eager|TFE_|__inference|KernelAndDevice|CpuExecutable|"
-                      r"BlockUntilReady|one_step_on_data|tf\.|end: )")
+                      r"BlockUntilReady|one_step_on_data|tf\.|end: |\$|PjitFunction|H2D |D2H )")
+# The compiled training step's module in XLA's dump, per backend.
+_STEP_MODULE = {"tensorflow": "one_step_on_data", "jax": "jit_train_step"}
 
 
 def _dots(hlo_text):
-    """name -> (flops, shape, source op) for every dot of the optimized module."""
-    shapes, dots = {}, {}
+    """name -> (flops, shape, contracted size, source op) for every product of the optimized module.
+
+    A fusion whose computation holds a dot runs as one traced event named after the
+    fusion, so it is listed under that name with the dot's shape and op.
+    """
+    shapes, dots, fusions, dot_of_computation = {}, {}, {}, {}
+    computation = None
     for line in hlo_text.splitlines():
+        header = re.match(r"(?:ENTRY )?%([\w\-.]+) \(.*\{$", line)
+        if header:
+            computation = header.group(1)
+            continue
         match = re.match(r"\s*(?:ROOT )?%?([\w\-.]+) = \w+\[([\d,]*)\]\S* (\w+)\((.*)", line)
         if not match:
             continue
         name, dims, opcode, rest = match.groups()
         dims = [int(d) for d in dims.split(",") if d]
         shapes[name] = dims
+        source = re.search(r'op_name="([^"]*)"', rest)
+        source = source.group(1) if source else ""
         if opcode == "dot":
             lhs = re.match(r"%([\w\-.]+)", rest).group(1)
             contracting = [int(c) for c in re.search(r"lhs_contracting_dims=\{([\d,]*)\}", rest).group(1).split(",")]
-            source = re.search(r'op_name="([^"]*)"', rest)
-            dots[name] = (dims, lhs, contracting, source.group(1) if source else "")
+            dots[name] = (dims, lhs, contracting, source)
+            dot_of_computation[computation] = name
+        elif opcode == "fusion":
+            called = re.search(r"calls=%([\w\-.]+)", rest)
+            if called:
+                fusions[name] = called.group(1)
+    for name, called in fusions.items():
+        if called in dot_of_computation:
+            dots[name] = dots[dot_of_computation[called]]
     result = {}
     for name, (dims, lhs, contracting, source) in dots.items():
         k = 1
@@ -85,20 +110,29 @@ def main():
     parser.add_argument("--image_size", type=int, default=224)
     parser.add_argument("--batch_size", type=int, default=16)
     parser.add_argument("--top", type=int, default=25, help="rows of the HLO-kind table")
+    parser.add_argument("--backend", choices=sorted(_STEP_MODULE), default="tensorflow")
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="profile_step_")
     dump = os.path.join(workdir, "hlo")
-    # XLA reads its flags once, when TensorFlow starts: set them before importing it.
+    # XLA reads its flags once, when the backend starts: set them before importing it.
     os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), "--xla_cpu_enable_xprof_traceme=true",
                                         f"--xla_dump_to={dump}", "--xla_dump_hlo_as_text"])
-    os.environ["KERAS_BACKEND"] = "tensorflow"
+    os.environ["KERAS_BACKEND"] = args.backend
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     sys.path.insert(0, ROOT)
     import keras
     import numpy as np
-    import tensorflow as tf
 
     import keras_vit
+
+    if args.backend == "jax":
+        import jax
+
+        start_trace, stop_trace = jax.profiler.start_trace, jax.profiler.stop_trace
+    else:
+        import tensorflow as tf
+
+        start_trace, stop_trace = tf.profiler.experimental.start, tf.profiler.experimental.stop
 
     if args.variant not in keras_vit.VARIANTS:
         parser.error(f"--variant: unknown {args.variant!r}; accepted: {', '.join(sorted(keras_vit.VARIANTS))}")
@@ -111,17 +145,17 @@ def main():
     for _ in range(3):
         model.train_on_batch(x, y)
     logdir = os.path.join(workdir, "trace")
-    tf.profiler.experimental.start(logdir)
+    start_trace(logdir)
     before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     model.train_on_batch(x, y)
     seconds, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF)
-    tf.profiler.experimental.stop()
+    stop_trace()
 
     times = _op_times_ms(logdir)
-    modules = [p for p in glob.glob(os.path.join(dump, "*cpu_after_optimizations.txt")) if "one_step_on_data" in p]
+    modules = [p for p in glob.glob(os.path.join(dump, "*cpu_after_optimizations.txt")) if _STEP_MODULE[args.backend] in p]
     with open(max(modules, key=os.path.getsize)) as f:
         dots = _dots(f.read())
-    print(f"{args.variant}, {args.image_size} px, batch {args.batch_size}: traced step {seconds * 1e3:.0f} ms wall, "
+    print(f"{args.variant}, {args.image_size} px, {args.backend}, batch {args.batch_size}: traced step {seconds * 1e3:.0f} ms wall, "
           f"{(after.ru_utime - before.ru_utime) * 1e3:.0f} ms user CPU, "
           f"{(after.ru_stime - before.ru_stime) * 1e3:.0f} ms kernel CPU, {sum(times.values()):.0f} ms in HLOs "
           f"(summed over threads)\n")

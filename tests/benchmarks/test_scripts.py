@@ -90,3 +90,21 @@ def test_profile_step_names_the_hlos_and_rates_the_dots():
     # Every block's fc1 forward product is one group: (2 x 5 tokens, 768) from 192 inputs.
     fc1 = [line for line in dots if re.search(r"block_\*[^|]*/mlp[^|]*/fc1[^|]*/", line) and "gradient" not in line]
     assert fc1 and "| 10x768 | 192 |" in fc1[0] and "| 12 |" in fc1[0], dots
+
+
+def test_profile_step_rates_the_products_jax_hands_to_a_library():
+    # Under JAX, XLA:CPU runs the dense products as library fusions (`ynn_fusion`),
+    # traced under the fusion's name: they must still be found and rated as dots.
+    text = run("benchmarks/profile_step.py", "--backend=jax", "--variant=ViT_Ti16", "--image_size=32",
+               "--batch_size=2", "--top=5")
+    assert ", jax, batch 2:" in text
+    dots = [line for line in text.split("| dot output |")[1].splitlines()[2:] if line.startswith("| ")]
+    fc1 = [line for line in dots if re.search(r"jvp\(block_\*\)/mlp/fc1/", line) and "transpose(" not in line]
+    assert len(fc1) == 1 and "| 10x768 | 192 |" in fc1[0] and "| 12 |" in fc1[0], dots
+    assert float(fc1[0].split("|")[-2]) > 0  # GFLOP/s
+
+
+def test_profile_step_rejects_an_unknown_backend():
+    result = subprocess.run([sys.executable, "benchmarks/profile_step.py", "--backend=torch"], capture_output=True,
+                            text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 2 and "--backend: invalid choice: 'torch'" in result.stderr

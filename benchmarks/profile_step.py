@@ -25,6 +25,7 @@ an inflated rate for the one and a deflated rate for the other; read such pairs
 import argparse
 import collections
 import glob
+import math
 import os
 import re
 import resource
@@ -35,7 +36,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Containers and runtime bookkeeping in the trace, not HLOs.
 _NOT_HLO = re.compile(r"^(ThunkExecutor|SlinkyThreadPool|Eager|TFE_|__inference|KernelAndDevice|CpuExecutable|"
-                      r"BlockUntilReady|one_step_on_data|tf\.|end: |\$|PjitFunction|H2D |D2H )")
+                      r"BlockUntilReady|one_step_on_data|tf\.|end: |\$|PjitFunction|H2D |D2H |shard_args|DevicePut)")
 # The compiled training step's module in XLA's dump, per backend.
 _STEP_MODULE = {"tensorflow": "one_step_on_data", "jax": "jit_train_step"}
 
@@ -59,12 +60,11 @@ def _dots(hlo_text):
         name, dims, opcode, rest = match.groups()
         dims = [int(d) for d in dims.split(",") if d]
         shapes[name] = dims
-        source = re.search(r'op_name="([^"]*)"', rest)
-        source = source.group(1) if source else ""
         if opcode == "dot":
             lhs = re.match(r"%([\w\-.]+)", rest).group(1)
             contracting = [int(c) for c in re.search(r"lhs_contracting_dims=\{([\d,]*)\}", rest).group(1).split(",")]
-            dots[name] = (dims, lhs, contracting, source)
+            source = re.search(r'op_name="([^"]*)"', rest)
+            dots[name] = (dims, lhs, contracting, source.group(1) if source else "")
             dot_of_computation[computation] = name
         elif opcode == "fusion":
             called = re.search(r"calls=%([\w\-.]+)", rest)
@@ -75,14 +75,9 @@ def _dots(hlo_text):
             dots[name] = dots[dot_of_computation[called]]
     result = {}
     for name, (dims, lhs, contracting, source) in dots.items():
-        k = 1
-        for axis in contracting:
-            k *= shapes[lhs][axis]
-        n = 1
-        for d in dims:
-            n *= d
+        k = math.prod(shapes[lhs][axis] for axis in contracting)
         # Block numbers dropped so that the same op of every block is one group.
-        result[name] = (2 * n * k, "x".join(map(str, dims)), k, re.sub(r"encoderblock_\d+", "block_*", source))
+        result[name] = (2 * math.prod(dims) * k, "x".join(map(str, dims)), k, re.sub(r"encoderblock_\d+", "block_*", source))
     return result
 
 

@@ -37,7 +37,7 @@ def test_repeats_give_the_median_run_and_the_median_paired_ratio():
     row = median_run(keras_runs)
     assert row["tag"] == 2 and row["runs"] == [10.0, 30.0, 20.0]
     assert paired_ratio(keras_runs, timm_runs) == 2.0  # ratios 0.5, 3.0, 2.0
-    assert paired_ratio(keras_runs, [{"error": ["x"]}] * 3) is None
+    assert paired_ratio(keras_runs, [{"error": "x"}] * 3) is None
 
 
 def test_bench_rejects_unknown_variants():
@@ -81,12 +81,17 @@ def test_fast_paths_rejects_unknown_cases():
     assert result.returncode == 2 and "--cases: unknown ['warp_drive']" in result.stderr
 
 
+def _dot_rows(text):
+    """The rows of profile_step.py's dot table."""
+    return [line for line in text.split("| dot output |")[1].splitlines()[2:] if line.startswith("| ")]
+
+
 def test_profile_step_names_the_hlos_and_rates_the_dots():
     text = run("benchmarks/profile_step.py", "--variant=ViT_Ti16", "--image_size=32", "--batch_size=2", "--top=5")
     assert "kernel CPU" in text
     kinds = text.split("| HLO kind |")[1].split("| dot output |")[0]
     assert len([line for line in kinds.splitlines() if line.startswith("| ") and "---" not in line]) == 5
-    dots = [line for line in text.split("| dot output |")[1].splitlines()[2:] if line.startswith("| ")]
+    dots = _dot_rows(text)
     # Every block's fc1 forward product is one group: (2 x 5 tokens, 768) from 192 inputs.
     fc1 = [line for line in dots if re.search(r"block_\*[^|]*/mlp[^|]*/fc1[^|]*/", line) and "gradient" not in line]
     assert fc1 and "| 10x768 | 192 |" in fc1[0] and "| 12 |" in fc1[0], dots
@@ -98,7 +103,7 @@ def test_profile_step_rates_the_products_jax_hands_to_a_library():
     text = run("benchmarks/profile_step.py", "--backend=jax", "--variant=ViT_Ti16", "--image_size=32",
                "--batch_size=2", "--top=5")
     assert ", jax, batch 2:" in text
-    dots = [line for line in text.split("| dot output |")[1].splitlines()[2:] if line.startswith("| ")]
+    dots = _dot_rows(text)
     fc1 = [line for line in dots if re.search(r"jvp\(block_\*\)/mlp/fc1/", line) and "transpose(" not in line]
     assert len(fc1) == 1 and "| 10x768 | 192 |" in fc1[0] and "| 12 |" in fc1[0], dots
     assert float(fc1[0].split("|")[-2]) > 0  # GFLOP/s

@@ -13,6 +13,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_vit.layers.token_dense import dense_on_tokens
 from keras_vit.layers.validation import check_positive_int, check_rate, to_pair
 
 
@@ -153,7 +154,7 @@ class MultiHeadSelfAttention(_AttentionBase):
 
     def _qkv(self, tokens):
         """Returns q, k, v as (batch, length, heads, head_dim) tensors."""
-        qkv = self.qkv(tokens)
+        qkv = dense_on_tokens(self.qkv, tokens)
         shape = ops.shape(tokens)
         qkv = ops.reshape(qkv, (shape[0], shape[1], 3, self.num_heads, self.head_dim))
         return qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
@@ -182,10 +183,16 @@ class MultiHeadSelfAttention(_AttentionBase):
             probs = self.compute_attention(query, key)
             x = _merge_heads(self._attend(probs, ops.transpose(value, (0, 2, 1, 3)), training))
         else:
-            x = ops.dot_product_attention(query, key, value)
+            # The queries are scaled rather than the logits: XLA:CPU fuses no
+            # elementwise op into a product's output, so scaling the (batch,
+            # heads, length, length) logits costs a pass over them forward and
+            # one backward, while the queries' scale fuses into their layout
+            # copy. 1 / sqrt(64) is a power of two: no rounding for 64-wide heads.
+            query = query * ops.cast(1.0 / math.sqrt(self.head_dim), query.dtype)
+            x = ops.dot_product_attention(query, key, value, scale=1.0)
             shape = ops.shape(x)
             x = ops.reshape(x, (shape[0], shape[1], self.num_heads * self.head_dim))
-        x = self.out(x)
+        x = dense_on_tokens(self.out, x)
         return (x, probs) if return_attention_scores else x
 
     def get_config(self):
@@ -349,7 +356,7 @@ class GPSA(_AttentionBase):
         Returns:
             Tensor `(batch, heads, length, length)`.
         """
-        qk = _split_heads(self.qk(tokens), 2 * self.num_heads, self.head_dim)
+        qk = _split_heads(dense_on_tokens(self.qk, tokens), 2 * self.num_heads, self.head_dim)
         query, key = qk[:, : self.num_heads], qk[:, self.num_heads :]
         logits = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))
         logits = ops.cast(logits, "float32") / math.sqrt(self.head_dim)
@@ -365,8 +372,8 @@ class GPSA(_AttentionBase):
 
     def call(self, tokens, training=None, return_attention_scores=False):
         probs = self.compute_attention(tokens)
-        values = _split_heads(self.v(tokens), self.num_heads, self.head_dim)
-        x = self.out(_merge_heads(self._attend(probs, values, training)))
+        values = _split_heads(dense_on_tokens(self.v, tokens), self.num_heads, self.head_dim)
+        x = dense_on_tokens(self.out, _merge_heads(self._attend(probs, values, training)))
         return (x, probs) if return_attention_scores else x
 
     def get_config(self):

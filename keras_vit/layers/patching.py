@@ -14,6 +14,7 @@ resolution changes, ViT Sec. 3.2) apart from the class slot (which never is).
 import keras
 from keras import ops
 
+from keras_vit.layers.token_dense import dense_on_tokens
 from keras_vit.layers.validation import check_positive_int, to_pair
 
 
@@ -156,7 +157,7 @@ class PatchEncoder(keras.layers.Layer):
                 "for images of another size. Received a patch grid of shape "
                 f"{tuple(patches.shape[1:3])}"
             )
-        x = self.projection(patches)
+        x = dense_on_tokens(self.projection, patches)
         if self.use_position_embedding:
             x = x + ops.cast(self.position_embedding, x.dtype)
         return ops.reshape(x, (-1, self.grid_size[0] * self.grid_size[1], self.hidden_size))

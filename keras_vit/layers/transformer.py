@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers.attention import GPSA, MultiHeadSelfAttention
+from keras_vit.layers.token_dense import dense_on_tokens
 from keras_vit.layers.validation import check_positive_int, check_rate
 
 
@@ -80,9 +81,9 @@ class MLPBlock(keras.layers.Layer):
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
 
     def call(self, x, training=None):
-        x = gelu(self.fc1(x))
+        x = gelu(dense_on_tokens(self.fc1, x))
         x = self.dropout(x, training=training)
-        return self.dropout(self.fc2(x), training=training)
+        return self.dropout(dense_on_tokens(self.fc2, x), training=training)
 
     def compute_output_shape(self, input_shape):
         return input_shape

@@ -28,8 +28,6 @@ def dense_on_tokens(dense, tokens):
     """
     if len(tokens.shape) <= 2 or keras.backend.backend() == "tensorflow":
         return dense(tokens)
-    # The batch is the only axis left dynamic (-1); the others are the model's
-    # static token-grid sizes, or tensors where the graph leaves them unknown.
-    shape = ops.shape(tokens)
+    # Off TensorFlow every axis but a symbolic batch is static: the batch is -1.
     outputs = dense(ops.reshape(tokens, (-1, tokens.shape[-1])))
-    return ops.reshape(outputs, (-1, *shape[1:-1], dense.units))
+    return ops.reshape(outputs, (-1, *tokens.shape[1:-1], dense.units))

@@ -53,8 +53,10 @@ def tfds_folder_source(root):
 
 
 def time_pipeline(source, image_size, batch_size, threads, batches):
+    # Only the epochs the measurement reads: each epoch is one more dataset in the chain.
+    epochs = -(-(batches + 1) // max(source.size // batch_size, 1)) + 1
     stream = data.make_train_dataset(source, (image_size, image_size), batch_size, seed=0,
-                                     augmentation="inception_crop", end_epoch=1000)
+                                     augmentation="inception_crop", end_epoch=epochs)
     options = tf.data.Options()
     if threads:
         options.threading.private_threadpool_size = threads

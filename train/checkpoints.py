@@ -1,46 +1,124 @@
-"""Checkpoints that survive preemption: atomic writes, resume at the saved step.
+"""Checkpoints that survive preemption, crashes and damage: resume at the saved step.
 
-A checkpoint is a directory `checkpoints/ckpt-<step>/` holding the model weights
-and every optimizer variable (step counter, moments, EMA weights). It is written
-under a temporary name and renamed into place, and `checkpoints/latest` is
-replaced atomically after it, so a crash at any moment leaves the previous
-checkpoint intact and never a half-written one.
+A checkpoint is a directory `checkpoints/ckpt-<step>/` holding the model weights,
+every optimizer variable (step counter, moments, EMA weights) and a manifest of
+the files' sizes and sha256. It is written under a temporary name and renamed
+into place, and `checkpoints/latest` is replaced atomically after it, so a crash
+at any moment leaves the previous checkpoint intact and never a half-written one.
+
+On restore the newest checkpoint whose files match their manifest is used; a
+damaged one (truncated, corrupted, emptied) is moved aside to `damaged-ckpt-<step>`
+(never deleted) and the next older one is tried. Anything else in the folder
+(temporary folders of a killed save excepted, which are removed) is left alone.
 """
 
+import hashlib
+import json
 import os
+import re
 import shutil
 import signal
+import sys
+import threading
 
 import keras
 import numpy as np
 
 KEEP = 2
+CHECKPOINT_NAME = re.compile(r"^ckpt-(\d+)$")
+# Temporary names of an interrupted save: `.ckpt-<step>.tmp-<pid>` and `latest.tmp-<pid>`.
+LEFTOVER_NAME = re.compile(r"^(\.ckpt-\d+\.tmp-\d+|latest\.tmp-\d+)$")
+WEIGHTS_FILE = "model.weights.h5"
+OPTIMIZER_FILE = "optimizer.npz"
+MANIFEST_FILE = "manifest.json"
 
 
 def write_text_atomically(path, text):
     """Writes `text` to a temporary file, syncs it, and renames it onto `path`."""
     tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class DamagedCheckpointError(ValueError):
+    """A checkpoint's files do not match its manifest (or cannot be read)."""
 
 
 class CheckpointManager:
-    """Saves and restores `(model weights, optimizer state)` under `directory`."""
+    """Saves and restores `(model weights, optimizer state)` under `directory`.
 
-    def __init__(self, directory):
+    Args:
+        directory: str. The `checkpoints/` folder of a workdir.
+        keep: int. How many of the newest checkpoints to keep. Defaults to 2.
+        log: callable taking a str, for warnings about damaged checkpoints.
+            Defaults to printing on stderr.
+    """
+
+    def __init__(self, directory, keep=KEEP, log=None):
         self.directory = directory
+        self.keep = keep
+        self.log = log or (lambda message: print(message, file=sys.stderr, flush=True))
+        self.restored_from = None
+
+    # ---- what is in the folder ---------------------------------------------------
+
+    def checkpoints(self):
+        """`(step, path)` of every `ckpt-<step>` folder, oldest first."""
+        if not os.path.isdir(self.directory):
+            return []
+        found = []
+        for name in os.listdir(self.directory):
+            match = CHECKPOINT_NAME.match(name)
+            if match and os.path.isdir(os.path.join(self.directory, name)):
+                found.append((int(match.group(1)), os.path.join(self.directory, name)))
+        return sorted(found)
 
     def latest(self):
-        """Path of the newest complete checkpoint, or None."""
+        """Path that the `latest` pointer names, or None if it names no checkpoint in this folder."""
         pointer = os.path.join(self.directory, "latest")
-        if not os.path.exists(pointer):
+        if not os.path.isfile(pointer):
             return None
         with open(pointer) as f:
-            path = os.path.join(self.directory, f.read().strip())
+            name = f.read().strip()
+        # Only a plain `ckpt-<step>` name: a pointer can never lead out of the folder.
+        if not CHECKPOINT_NAME.match(name):
+            self.log(f"warning: ignoring {pointer!r}: it names {name[:80]!r}, not a checkpoint of this folder.")
+            return None
+        path = os.path.join(self.directory, name)
         return path if os.path.isdir(path) else None
+
+    def remove_leftovers(self):
+        """Removes the temporary files and folders of a save that was killed."""
+        if not os.path.isdir(self.directory):
+            return []
+        removed = []
+        for name in os.listdir(self.directory):
+            if LEFTOVER_NAME.match(name):
+                path = os.path.join(self.directory, name)
+                if os.path.isdir(path):
+                    shutil.rmtree(path)
+                else:
+                    os.remove(path)
+                removed.append(name)
+        return removed
+
+    # ---- saving -----------------------------------------------------------------
 
     def save(self, model):
         """Writes a checkpoint at the optimizer's current step; returns its path."""
@@ -48,38 +126,82 @@ class CheckpointManager:
         name = f"ckpt-{step}"
         final = os.path.join(self.directory, name)
         if os.path.isdir(final):
-            return final
+            try:
+                verify_checkpoint(final)
+                return final
+            except DamagedCheckpointError as error:
+                self._set_aside(final, error)
         os.makedirs(self.directory, exist_ok=True)
         tmp = os.path.join(self.directory, f".{name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(tmp)
-        model.save_weights(os.path.join(tmp, "model.weights.h5"))
-        # Keys keep the order (restore relies on it) and the names (for inspection).
-        optimizer_values = {
-            f"{i:05d}:{v.path}": keras.ops.convert_to_numpy(v) for i, v in enumerate(model.optimizer.variables)
-        }
-        np.savez(os.path.join(tmp, "optimizer.npz"), **optimizer_values)
-        os.replace(tmp, final)
+        try:
+            model.save_weights(os.path.join(tmp, WEIGHTS_FILE))
+            # Keys keep the order (restore relies on it) and the names (for inspection).
+            optimizer_values = {
+                f"{i:05d}:{v.path}": keras.ops.convert_to_numpy(v) for i, v in enumerate(model.optimizer.variables)
+            }
+            np.savez(os.path.join(tmp, OPTIMIZER_FILE), **optimizer_values)
+            manifest = {"step": step, "files": {}}
+            for file in (WEIGHTS_FILE, OPTIMIZER_FILE):
+                path = os.path.join(tmp, file)
+                _fsync(path)
+                manifest["files"][file] = {"bytes": os.path.getsize(path), "sha256": file_sha256(path)}
+            write_text_atomically(os.path.join(tmp, MANIFEST_FILE), json.dumps(manifest, indent=2))
+            os.replace(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         write_text_atomically(os.path.join(self.directory, "latest"), name)
-        self._prune(keep=name)
+        self._prune(keep=final)
         return final
 
     def _prune(self, keep):
-        checkpoints = sorted(
-            (d for d in os.listdir(self.directory) if d.startswith("ckpt-")),
-            key=lambda d: int(d.split("-")[1]),
-        )
-        for old in checkpoints[:-KEEP]:
-            if old != keep:
-                shutil.rmtree(os.path.join(self.directory, old), ignore_errors=True)
+        for _, path in self.checkpoints()[: -self.keep]:
+            if path != keep:
+                shutil.rmtree(path, ignore_errors=True)
+
+    def _set_aside(self, path, error):
+        """Renames a damaged checkpoint to `damaged-<name>` (kept for inspection, never deleted)."""
+        base = os.path.join(self.directory, f"damaged-{os.path.basename(path)}")
+        target, count = base, 1
+        while os.path.exists(target):
+            count += 1
+            target = f"{base}-{count}"
+        os.replace(path, target)
+        self.log(f"warning: checkpoint {os.path.basename(path)!r} is damaged ({error}); "
+                 f"moved to {os.path.basename(target)!r}.")
+
+    # ---- restoring --------------------------------------------------------------
 
     def restore(self, model):
-        """Loads the latest checkpoint into a compiled model; returns its step (0 if none)."""
-        path = self.latest()
-        if path is None:
-            return 0
+        """Loads the newest intact checkpoint into a compiled model; returns its step (0 if none).
+
+        Damaged checkpoints are set aside and the next older one is tried.
+
+        Raises:
+            ValueError: if an intact checkpoint does not fit the model (the
+                workdir holds a run of another configuration).
+        """
+        self.latest()  # warns about a pointer that names something else
+        damaged = False
+        for step, path in reversed(self.checkpoints()):
+            try:
+                verify_checkpoint(path)
+            except DamagedCheckpointError as error:
+                self._set_aside(path, error)
+                damaged = True
+                continue
+            if damaged:
+                self.log(f"Resuming from the newest intact checkpoint, {os.path.basename(path)!r}.")
+            self._load(model, path)
+            self.restored_from = os.path.basename(path)
+            return int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+        return 0
+
+    def _load(self, model, path):
         try:
-            model.load_weights(os.path.join(path, "model.weights.h5"))
+            model.load_weights(os.path.join(path, WEIGHTS_FILE))
         except ValueError:
             raise ValueError(
                 f"The checkpoint {path!r} does not fit this model: the workdir holds a run "
@@ -88,16 +210,50 @@ class CheckpointManager:
         optimizer = model.optimizer
         if not optimizer.built:
             optimizer.build(model.trainable_variables)
-        with np.load(os.path.join(path, "optimizer.npz")) as data:
+        with np.load(os.path.join(path, OPTIMIZER_FILE)) as data:
             values = [data[key] for key in sorted(data.files)]
-        if len(values) != len(optimizer.variables):
+        if len(values) != len(optimizer.variables) or any(
+            tuple(v.shape) != tuple(value.shape) for v, value in zip(optimizer.variables, values)
+        ):
             raise ValueError(
-                f"Checkpoint {path!r} has {len(values)} optimizer variables but the "
-                f"optimizer has {len(optimizer.variables)}: was it written by another configuration?"
+                f"Checkpoint {path!r} has {len(values)} optimizer variables that do not fit the "
+                f"optimizer's {len(optimizer.variables)}: was it written by another configuration?"
             )
         for variable, value in zip(optimizer.variables, values):
             variable.assign(value)
-        return int(keras.ops.convert_to_numpy(optimizer.iterations))
+
+
+def _fsync(path):
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
+def verify_checkpoint(path):
+    """Checks a checkpoint's files against its manifest.
+
+    Raises:
+        DamagedCheckpointError: naming the first file that is missing, of
+            another size, or of another sha256, or a missing/unreadable manifest.
+    """
+    manifest_path = os.path.join(path, MANIFEST_FILE)
+    try:
+        with open(manifest_path) as f:
+            manifest = json.load(f)
+        files = manifest["files"]
+        expected = {name: (int(entry["bytes"]), str(entry["sha256"])) for name, entry in files.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise DamagedCheckpointError(f"{MANIFEST_FILE} is missing or unreadable: {type(error).__name__}") from None
+    for required in (WEIGHTS_FILE, OPTIMIZER_FILE):
+        if required not in expected:
+            raise DamagedCheckpointError(f"{MANIFEST_FILE} does not list {required}")
+    for name, (size, sha256) in expected.items():
+        file = os.path.join(path, name)
+        if not os.path.isfile(file):
+            raise DamagedCheckpointError(f"{name} is missing")
+        if os.path.getsize(file) != size:
+            raise DamagedCheckpointError(f"{name} has {os.path.getsize(file)} bytes, the manifest says {size}")
+        if file_sha256(file) != sha256:
+            raise DamagedCheckpointError(f"{name} does not match its sha256 in the manifest")
 
 
 class PreemptionCheckpoint(keras.callbacks.Callback):
@@ -105,7 +261,8 @@ class PreemptionCheckpoint(keras.callbacks.Callback):
 
     On SIGTERM (how Cloud TPUs, Kubernetes and batch schedulers preempt) the
     current step finishes, a checkpoint is written, and training stops;
-    `preempted` tells the caller to exit non-zero.
+    `preempted` tells the caller to exit non-zero. The handler is installed for
+    the run only: `restore_signal_handler` puts the previous one back.
     """
 
     def __init__(self, manager, every_steps=0, total_steps=None):
@@ -116,9 +273,22 @@ class PreemptionCheckpoint(keras.callbacks.Callback):
         self.preempted = False
         self._signalled = False
         self._last_saved_step = 0
+        self._previous_handler = None
+        self._installed = False
 
     def install_signal_handler(self):
-        signal.signal(signal.SIGTERM, self._on_sigterm)
+        # Python delivers signals to the main thread only; elsewhere (a notebook's
+        # worker thread) the run is simply not preemptible.
+        if threading.current_thread() is threading.main_thread():
+            self._previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
+            self._installed = True
+
+    def restore_signal_handler(self):
+        if self._installed:
+            # None: the previous handler was not set from Python; the default is what it was.
+            previous = self._previous_handler
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+            self._installed = False
 
     def _on_sigterm(self, signum, frame):
         self._signalled = True

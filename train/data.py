@@ -9,6 +9,7 @@ batches the interrupted one would have seen.
 """
 
 import dataclasses
+import difflib
 import functools
 import gzip
 import os
@@ -17,6 +18,8 @@ import threading
 
 import numpy as np
 import tensorflow as tf
+
+from train.mixing import mix_batch
 
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
 FASHION_MNIST_CLASSES = (
@@ -105,12 +108,59 @@ def fashion_mnist(split, data_dir=None):
     return Source(dataset, len(labels), 10, 1, (28, 28), list(FASHION_MNIST_CLASSES))
 
 
-def tfds_source(name, split, data_dir=None):
-    """A TFDS dataset by name; `data_dir` may be local or `gs://`."""
+class DataUnavailableError(RuntimeError):
+    """A dataset could not be downloaded or prepared; the message says which and why."""
+
+
+def tfds_names():
+    """The names of the datasets registered with TFDS."""
     import tensorflow_datasets as tfds
 
-    builder = tfds.builder(name, data_dir=data_dir)
-    builder.download_and_prepare()
+    return tfds.list_builders(with_community_datasets=False)
+
+
+def check_tfds_name(name, data_dir=None):
+    """Raises a short `ValueError` (with a hint) unless TFDS knows `name`.
+
+    `name` may carry a config and version (`"cifar10:3.0.2"`, `"imagenet2012/subset"`);
+    a dataset already prepared under `data_dir` is accepted by its folder.
+    """
+    base = name.split(":")[0].split("/")[0]
+    if data_dir is not None and "://" not in data_dir and os.path.isdir(os.path.join(data_dir, base)):
+        return
+    names = tfds_names()
+    if base not in names:
+        hint = difflib.get_close_matches(base, names, n=3)
+        raise ValueError(
+            f"--dataset is not 'fashion_mnist', 'synthetic', an image folder ('folder:/path') or a TFDS "
+            f"dataset.{f' Did you mean {hint}?' if hint else ''} tfds.list_builders() lists the "
+            f"{len(names)} TFDS names. Received: dataset={name!r}"
+        )
+
+
+def tfds_source(name, split, data_dir=None):
+    """A TFDS dataset by name; `data_dir` may be local or `gs://`.
+
+    Raises:
+        DataUnavailableError: if the data is not prepared in `data_dir` and
+            cannot be downloaded (no network, for example).
+    """
+    import tensorflow_datasets as tfds
+
+    try:
+        builder = tfds.builder(name, data_dir=data_dir)
+    except tfds.core.registered.DatasetNotFoundError:
+        check_tfds_name(name, data_dir)  # the short message, with a hint
+        raise
+    try:
+        builder.download_and_prepare()
+    except Exception as error:  # noqa: BLE001 - downloads fail with many error types
+        first_line = (str(error).strip().splitlines() or ["no details"])[0][:300]
+        raise DataUnavailableError(
+            f"TFDS could not download or prepare {name!r} into {builder.data_dir!r} "
+            f"({type(error).__name__}: {first_line}). Without a network, prepare it on a machine "
+            f"with one (`tfds build {name} --data_dir=DIR`) and pass --data_dir=DIR."
+        ) from None
     info = builder.info
     # File order is fixed (no shuffle_files) so that a resumed run sees the same data.
     dataset = builder.as_dataset(split=split, as_supervised=True, shuffle_files=False)
@@ -201,14 +251,31 @@ def synthetic(split, size=32, channels=3, examples=None):
     return Source(dataset, count, 4, channels, (size, size), ["dark", "dim", "bright", "brightest"])
 
 
+def source_kind(name):
+    """What `--dataset` names: `"fashion_mnist"`, `"synthetic"`, `"folder"` or `"tfds"`."""
+    if name in ("fashion_mnist", "default"):
+        return "fashion_mnist"
+    if name == "synthetic":
+        return "synthetic"
+    if name.startswith("folder:") or os.sep in name or os.path.isdir(name):
+        return "folder"
+    return "tfds"
+
+
+def folder_root(name):
+    """The directory of a `folder:/path` (or plain path) dataset name."""
+    return name.split(":", 1)[1] if name.startswith("folder:") else name
+
+
 def load_source(name, split, data_dir=None):
     """Resolves `--dataset`: `fashion_mnist`, `synthetic`, an image folder, or a TFDS name."""
-    if name in ("fashion_mnist", "default"):
+    kind = source_kind(name)
+    if kind == "fashion_mnist":
         return fashion_mnist(split, data_dir)
-    if name == "synthetic":
+    if kind == "synthetic":
         return synthetic(split)
-    if name.startswith("folder:") or os.sep in name or os.path.isdir(name):
-        root = name.split(":", 1)[1] if name.startswith("folder:") else name
+    if kind == "folder":
+        root = folder_root(name)
         if not os.path.isdir(root):
             raise ValueError(f"Image folder not found. Received: dataset={name!r}")
         return folder_source(root, split)
@@ -250,6 +317,13 @@ def make_train_dataset(source, image_size, batch_size, seed, augmentation="incep
                        mixup=0.0, cutmix=0.0):
     """Stream of training batches `(images, one_hot_labels)`, epoch after epoch.
 
+    Batch `b` of epoch `e` depends only on `(seed, e, b)`: order, crops, flips,
+    MixUp and CutMix draw from stateless seeds, so a resumed run continues with
+    exactly the batches the interrupted one would have seen. RandAugment is the
+    exception (keras-cv's layer keeps its own random state): after a resume its
+    choice of operations differs, while the images it is applied to and the
+    labels are the same.
+
     Args:
         source: `Source`.
         image_size: tuple `(height, width)`.
@@ -261,8 +335,8 @@ def make_train_dataset(source, image_size, batch_size, seed, augmentation="incep
         skip_batches: int. Batches of `start_epoch` already trained on.
         end_epoch: int. Epoch after the last one. Defaults to `start_epoch + 1`.
         randaugment: int or None. RandAugment magnitude (0-10, keras-cv).
-        mixup: float. MixUp alpha; 0 disables (keras-cv).
-        cutmix: float. CutMix alpha; 0 disables (keras-cv).
+        mixup: float. MixUp alpha; 0 disables.
+        cutmix: float. CutMix alpha; 0 disables.
     """
     if augmentation not in AUGMENTATIONS:
         raise ValueError(f"`augmentation` must be one of {AUGMENTATIONS}. Received: augmentation={augmentation!r}")
@@ -272,53 +346,60 @@ def make_train_dataset(source, image_size, batch_size, seed, augmentation="incep
             f"(batch_size={batch_size})."
         )
     num_classes = source.num_classes
+    randaugment_layer = _randaugment(randaugment, seed)
 
     def one_epoch(epoch):
         data = source.dataset.shuffle(min(source.size, 50_000), seed=seed + epoch, reshuffle_each_iteration=False)
+        epoch_key = tf.constant((seed + epoch) * 7919, tf.int32)
 
         def prepare(index, example):
             image, label = example
-            element_seed = tf.stack([tf.constant((seed + epoch) * 7919, tf.int32), tf.cast(index, tf.int32)])
+            element_seed = tf.stack([epoch_key, tf.cast(index, tf.int32)])
             image = augment(image, image_size, augmentation, element_seed)
             return image, tf.one_hot(label, num_classes)
 
         data = data.enumerate().map(prepare, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        return data.batch(batch_size, drop_remainder=True)
+        data = data.batch(batch_size, drop_remainder=True)
+        if randaugment_layer is not None:
+            data = data.map(lambda images, labels: (randaugment_layer(images), labels),
+                            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        if mixup or cutmix:
+            def mix(index, batch):
+                # Batch seeds are kept apart from the per-image ones (negative second half).
+                batch_seed = tf.stack([epoch_key, -1 - tf.cast(index, tf.int32)])
+                return mix_batch(*batch, batch_seed, mixup_alpha=mixup, cutmix_alpha=cutmix)
 
-    # One dataset per epoch, each shuffled with its own Python-int seed (tf.data
-    # takes no tensor seed), chained: epoch e's order depends on (seed, e) only.
+            data = data.enumerate().map(mix, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        return data
+
+    # One dataset per epoch, each shuffled with its own Python-int seed, chained:
+    # epoch e's order depends on (seed, e) only. (A tensor seed inside one
+    # `flat_map` over the epochs fails in `shuffle` when the global seed is 0.)
     epochs = range(start_epoch, max(end_epoch or 0, start_epoch + 1))
     stream = functools.reduce(lambda a, b: a.concatenate(b), (one_epoch(e) for e in epochs))
     stream = stream.skip(skip_batches)
-    stream = _batch_augmentations(stream, randaugment, mixup, cutmix, seed)
     return stream.prefetch(tf.data.AUTOTUNE)
 
 
-def _batch_augmentations(stream, randaugment, mixup, cutmix, seed):
-    if not (randaugment or mixup or cutmix):
-        return stream
+def _randaugment(magnitude, seed):
+    """keras-cv's RandAugment as a function of a batch; grayscale batches go through it as RGB.
+
+    Its colour operations need three channels; a gray image repeated over three
+    channels stays gray under every operation, so its first channel is the result.
+    """
+    if not magnitude:
+        return None
     import keras_cv
 
-    layers = []
-    if randaugment:
-        layers.append(keras_cv.layers.RandAugment(
-            value_range=(0, 255), augmentations_per_image=2, magnitude=randaugment / 10, seed=seed))
-    mixers = []
-    if mixup:
-        mixers.append(keras_cv.layers.MixUp(alpha=mixup, seed=seed))
-    if cutmix:
-        mixers.append(keras_cv.layers.CutMix(alpha=cutmix, seed=seed))
-    if mixers:
-        # DeiT switches between MixUp and CutMix at random for each batch.
-        layers.append(keras_cv.layers.RandomChoice(mixers, batchwise=True, seed=seed) if len(mixers) > 1 else mixers[0])
+    layer = keras_cv.layers.RandAugment(
+        value_range=(0, 255), augmentations_per_image=2, magnitude=magnitude / 10, seed=seed)
 
-    def apply(images, labels):
-        data = {"images": images, "labels": labels}
-        for layer in layers:
-            data = layer(data, training=True)
-        return data["images"], data["labels"]
+    def apply(images):
+        if images.shape[-1] == 1:
+            return layer(tf.repeat(images, 3, axis=-1), training=True)[..., :1]
+        return layer(images, training=True)
 
-    return stream.map(apply, num_parallel_calls=tf.data.AUTOTUNE)
+    return apply
 
 
 def make_eval_dataset(source, image_size, batch_size, drop_remainder=False):

@@ -35,39 +35,75 @@ for _field in dataclasses.fields(TrainConfig):
     _FLAG_TYPES.get(_type, flags.DEFINE_string)(_field.name, None, f"Overrides the preset's {_field.name}.")
 
 
+def parse_model_kwargs(text):
+    """`--model_kwargs` as a dict; a one-line `ValueError` for anything but a JSON object."""
+    try:
+        value = json.loads(text)
+    except ValueError as error:
+        raise ValueError(
+            f"--model_kwargs must be a JSON object, e.g. '{{\"patch_size\": 4}}' ({error}). "
+            f"Received: model_kwargs={text!r}"
+        ) from None
+    if not isinstance(value, dict):
+        raise ValueError(f"--model_kwargs must be a JSON object, e.g. '{{\"patch_size\": 4}}'. "
+                         f"Received: model_kwargs={text!r}")
+    return value
+
+
 def config_from_flags():
+    """The preset named by `--config`, with every flag that was given applied to it."""
     config = get_config(FLAGS.config)
     for field in dataclasses.fields(TrainConfig):
         value = getattr(FLAGS, field.name)
         if value is None:
             continue
         if field.name == "model_kwargs":
-            value = {**config.model_kwargs, **json.loads(value)}
+            value = {**config.model_kwargs, **parse_model_kwargs(value)}
         setattr(config, field.name, value)
     return config
+
+
+def describe_os_error(error, workdir):
+    """One line for a file-system error: what failed, where, and the system's reason."""
+    where = f" {error.filename!r}" if error.filename else ""
+    inside = ""
+    if error.filename and os.path.abspath(str(error.filename)).startswith(os.path.abspath(workdir)):
+        inside = f" (in --workdir {workdir!r}: is it read-only or full?)"
+    reason = error.strerror or str(error) or type(error).__name__
+    return f"cannot read or write{where}: {reason}{inside}"
 
 
 def main(argv):
     del argv
     import keras
 
+    from train.checks import check_config
+    from train.data import DataUnavailableError
     from train.strategy import TPUUnavailableError, get_strategy
     from train.trainer import train
+    from train.workdir import check_workdir
 
-    config = config_from_flags()
     try:
+        # Every flag and the workdir are checked before anything runs or is written.
+        config = config_from_flags()
+        check_config(config)
+        check_workdir(FLAGS.workdir, config)
         strategy = get_strategy(FLAGS.tpu, FLAGS.tpu_name)
-    except TPUUnavailableError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    devices = strategy.num_replicas_in_sync if strategy is not None else len(keras.distribution.list_devices())
-    print(f"keras_vit training: model={config.model} dataset={config.dataset} backend={keras.backend.backend()} "
-          f"replicas={devices} workdir={FLAGS.workdir}", flush=True)
-    try:
+        devices = strategy.num_replicas_in_sync if strategy is not None else len(keras.distribution.list_devices())
+        print(f"keras_vit training: model={config.model} dataset={config.dataset} "
+              f"backend={keras.backend.backend()} replicas={devices} workdir={FLAGS.workdir}", flush=True)
         summary = train(config, FLAGS.workdir, strategy)
-    except ValueError as error:
+    except (ValueError, TPUUnavailableError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except DataUnavailableError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"error: {describe_os_error(error, FLAGS.workdir)}", file=sys.stderr)
+        return 1
+    if summary["resumed_from"]:
+        print(f"Resumed from {summary['resumed_from']} (step {summary['resumed_from_step']}).", flush=True)
     if summary["load_report"]:
         print(summary["load_report"])
     if summary["preempted"]:
@@ -91,5 +127,14 @@ def main(argv):
     return 0
 
 
+def parse_flags(argv):
+    """absl's parsing, with a bad or unknown flag as one line and exit status 2."""
+    try:
+        return FLAGS(argv)
+    except flags.Error as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+
+
 if __name__ == "__main__":
-    app.run(lambda argv: sys.exit(main(argv)))
+    app.run(lambda argv: sys.exit(main(argv)), flags_parser=parse_flags)

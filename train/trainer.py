@@ -1,7 +1,6 @@
 """The training run: model, optimizer, data, fit with checkpoints, evaluation, export."""
 
 import contextlib
-import dataclasses
 import json
 import math
 import os
@@ -9,19 +8,13 @@ import time
 
 import keras
 
-import keras_vit
 from train import data as data_lib
 from train.checkpoints import CheckpointManager, PreemptionCheckpoint, write_text_atomically
+from train.checks import check_config
 from train.export import export_saved_model, save_keras_atomically
-from keras_vit.schedules import WarmupDecay
-
-OPTIMIZERS = ("adamw", "sgd")
-PRECISIONS = ("float32", "bfloat16")
-GENERAL_BUILDERS = ("VisionTransformer", "ConViT")
-# Not decayed: biases, normalization parameters, position embeddings, the class
-# token and GPSA gates (the DeiT/timm convention; the ViT paper does not say).
-NO_DECAY = ["bias", "gamma", "beta", "position_embedding", "token", "gating"]
-
+from train.modeling import build_model
+from train.optimization import make_optimizer
+from train.workdir import prepare_workdir
 
 class Throughput(keras.callbacks.Callback):
     """Training images per second, leaving out the first epoch (tracing and compilation).
@@ -55,73 +48,6 @@ class Throughput(keras.callbacks.Callback):
         return self.timed_steps * self.batch_size / seconds if seconds else float("nan")
 
 
-def check_config(config):
-    """Validates the settings a typo could break; raises ValueError naming the field."""
-    choices = {"optimizer": OPTIMIZERS, "precision": PRECISIONS, "decay": ("linear", "cosine", "constant"),
-               "augmentation": data_lib.AUGMENTATIONS}
-    for field, accepted in choices.items():
-        if getattr(config, field) not in accepted:
-            raise ValueError(f"`{field}` must be one of {accepted}. Received: {field}={getattr(config, field)!r}")
-    if config.model not in keras_vit.VARIANTS and config.model not in GENERAL_BUILDERS:
-        raise ValueError(
-            f"`model` must be a builder name, one of {sorted(keras_vit.VARIANTS) + list(GENERAL_BUILDERS)}. "
-            f"Received: model={config.model!r}"
-        )
-    for field in ("batch_size", "epochs", "steps_per_execution"):
-        value = getattr(config, field)
-        if not isinstance(value, int) or value <= 0:
-            raise ValueError(f"`{field}` must be a positive integer. Received: {field}={value!r}")
-
-
-def build_model(config, num_classes, image_size, channels):
-    """The configured model, with pretrained weights loaded (and resampled) if asked."""
-    kwargs = dict(config.model_kwargs)
-    kwargs.update(image_size=image_size, num_classes=num_classes, num_channels=channels)
-    if config.dropout_rate:
-        kwargs["dropout_rate"] = config.dropout_rate
-    if config.drop_path_rate:
-        kwargs["drop_path_rate"] = config.drop_path_rate
-    if config.precision == "bfloat16":
-        kwargs["dtype"] = "mixed_bfloat16"
-    if config.remat:
-        kwargs["remat"] = True
-    if config.model in GENERAL_BUILDERS:
-        model = getattr(keras_vit, config.model)(**kwargs)
-    else:
-        model = keras_vit.build_variant(config.model, **kwargs)
-    report = None
-    if config.pretrained:
-        report = keras_vit.load_weights(model, config.pretrained)
-    return model, report
-
-
-def make_optimizer(config, total_steps):
-    schedule = WarmupDecay(
-        peak=config.learning_rate,
-        total_steps=total_steps,
-        warmup_steps=min(config.warmup_steps, total_steps - 1),
-        decay=config.decay,
-        end=config.end_learning_rate,
-    )
-    common = dict(
-        learning_rate=schedule,
-        global_clipnorm=config.clip_norm,
-        use_ema=config.ema_decay is not None,
-        ema_momentum=config.ema_decay if config.ema_decay is not None else 0.99,
-    )
-    if config.optimizer == "adamw":
-        optimizer = keras.optimizers.AdamW(
-            weight_decay=config.weight_decay, beta_1=config.adam_beta1, beta_2=config.adam_beta2, **common
-        )
-    else:
-        optimizer = keras.optimizers.SGD(
-            momentum=config.momentum, weight_decay=config.weight_decay or None, **common
-        )
-    if config.weight_decay:
-        optimizer.exclude_from_weight_decay(var_names=NO_DECAY)
-    return optimizer
-
-
 def train(config, workdir, strategy=None, verbose="auto"):
     """Runs (or resumes) the configured training in `workdir`.
 
@@ -130,8 +56,7 @@ def train(config, workdir, strategy=None, verbose="auto"):
         preempted, and the paths written.
     """
     check_config(config)
-    os.makedirs(workdir, exist_ok=True)
-    write_text_atomically(os.path.join(workdir, "config.json"), json.dumps(dataclasses.asdict(config), indent=2))
+    prepare_workdir(workdir, config)
     keras.utils.set_random_seed(config.seed)
 
     train_source = data_lib.load_source(config.dataset, config.train_split, config.data_dir)
@@ -164,7 +89,6 @@ def train(config, workdir, strategy=None, verbose="auto"):
     eval_batch = config.eval_batch_size or config.batch_size
     eval_ds = data_lib.make_eval_dataset(eval_source, image_size, eval_batch, drop_remainder=tpu)
     checkpointing = PreemptionCheckpoint(manager, config.checkpoint_every_steps, total_steps)
-    checkpointing.install_signal_handler()
     throughput = Throughput(config.batch_size)
     start = time.perf_counter()
     history = {}
@@ -179,20 +103,25 @@ def train(config, workdir, strategy=None, verbose="auto"):
         callbacks = [checkpointing, throughput, keras.callbacks.TensorBoard(os.path.join(workdir, "logs"))]
         if config.ema_decay is not None:
             callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=False))
-        history = model.fit(
-            train_ds,
-            epochs=math.ceil(total_steps / steps_per_epoch),
-            initial_epoch=start_step // steps_per_epoch,
-            steps_per_epoch=steps_per_epoch,
-            validation_data=eval_ds,
-            callbacks=callbacks,
-            verbose=verbose,
-        ).history
+        checkpointing.install_signal_handler()
+        try:
+            history = model.fit(
+                train_ds,
+                epochs=math.ceil(total_steps / steps_per_epoch),
+                initial_epoch=start_step // steps_per_epoch,
+                steps_per_epoch=steps_per_epoch,
+                validation_data=eval_ds,
+                callbacks=callbacks,
+                verbose=verbose,
+            ).history
+        finally:
+            checkpointing.restore_signal_handler()
     step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     summary = {
         "history": {key: [float(v) for v in values] for key, values in history.items()},
         "workdir": os.path.abspath(workdir),
         "resumed_from_step": start_step,
+        "resumed_from": manager.restored_from,
         "step": step,
         "total_steps": total_steps,
         "preempted": checkpointing.preempted,

@@ -96,3 +96,92 @@ def test_keras_cv_mixup_and_randaugment_make_soft_labels(tmp_path):
     assert x.shape == (8, 16, 16, 3)
     np.testing.assert_allclose(y.numpy().sum(-1), 1.0, atol=1e-5)
     assert ((y.numpy() > 0) & (y.numpy() < 1)).any()  # mixed, not one-hot
+
+
+# ---- MixUp / CutMix (DeiT's batch mixing) and exact resume -------------------------
+
+
+def np_mix(images, labels, use_cutmix, lam, box):
+    """MixUp / CutMix written out in numpy from the drawn parameters (timm's Mixup, batch mode)."""
+    partner, partner_labels = images[::-1], labels[::-1]
+    if use_cutmix:
+        top, bottom, left, right = box
+        mixed = images.copy()
+        mixed[:, top:bottom, left:right] = partner[:, top:bottom, left:right]
+        lam = 1.0 - (bottom - top) * (right - left) / (images.shape[1] * images.shape[2])
+    else:
+        mixed = lam * images + (1.0 - lam) * partner
+    return mixed, lam * labels + (1.0 - lam) * partner_labels
+
+
+@pytest.mark.parametrize("mixup, cutmix", [(0.8, 0.0), (0.0, 1.0), (0.8, 1.0)])
+def test_mix_batch_matches_numpy_and_its_parameters_follow_the_recipe(mixup, cutmix):
+    import tensorflow as tf
+
+    from train.mixing import mix_batch, mix_parameters
+
+    rng = np.random.default_rng(0)
+    images = rng.uniform(0, 255, (6, 12, 10, 1)).astype("float32")
+    labels = np.eye(4, dtype="float32")[rng.integers(0, 4, 6)]
+    choices, lams = [], []
+    for i in range(200):
+        seed = tf.constant([3, i])
+        use_cutmix, lam, box = mix_parameters(seed, 12, 10, mixup, cutmix)
+        use_cutmix, lam, box = bool(use_cutmix), float(lam), [int(b) for b in box]
+        choices.append(use_cutmix)
+        lams.append(lam)
+        assert 0 <= box[0] <= box[1] <= 12 and 0 <= box[2] <= box[3] <= 10
+        if i < 20:
+            mixed, mixed_labels = mix_batch(tf.constant(images), tf.constant(labels), seed, mixup, cutmix)
+            expected, expected_labels = np_mix(images, labels, use_cutmix, lam, box)
+            # float32, values up to 255: rounding of lam * x + (1 - lam) * y stays below 1e-4.
+            np.testing.assert_allclose(mixed.numpy(), expected, atol=1e-4)
+            np.testing.assert_allclose(mixed_labels.numpy(), expected_labels, atol=1e-6)
+            np.testing.assert_allclose(mixed_labels.numpy().sum(-1), 1.0, atol=1e-6)
+    share = np.mean(choices)
+    if mixup and cutmix:
+        assert 0.35 < share < 0.65  # switch probability 0.5
+    else:
+        assert share == (1.0 if cutmix else 0.0)
+    # Beta(alpha, alpha) has mean 1/2 and variance 1 / (4 (2 alpha + 1)).
+    assert abs(np.mean(lams) - 0.5) < 0.06
+    if not cutmix:
+        assert abs(np.var(lams) - 1 / (4 * (2 * mixup + 1))) < 0.02
+
+
+def test_resume_is_exact_with_mixup_and_cutmix_and_keeps_order_with_randaugment(tmp_path):
+    source = data.fashion_mnist("train", data_dir=make_idx_dataset(tmp_path / "fm", train=40, test=8))
+    kwargs = dict(image_size=(12, 12), batch_size=8, seed=5, augmentation="inception_crop", end_epoch=2)
+    full = batches(data.make_train_dataset(source, mixup=0.8, cutmix=1.0, **kwargs), 10)  # 5 batches an epoch
+    resumed = batches(data.make_train_dataset(source, mixup=0.8, cutmix=1.0, start_epoch=1, skip_batches=2,
+                                              **kwargs), 3)
+    assert any(not np.isin(y, (0.0, 1.0)).all() for _, y in full)  # labels were mixed
+    for (a, b), (c, d) in zip(full[7:], resumed):
+        np.testing.assert_array_equal(a, c)
+        np.testing.assert_array_equal(b, d)
+    # RandAugment keeps its own random state (keras-cv): after a resume the images
+    # it produces differ, but what is promised holds: the same examples, in the same order.
+    plain = batches(data.make_train_dataset(source, **kwargs), 10)
+    full = batches(data.make_train_dataset(source, randaugment=9, **kwargs), 10)
+    resumed = batches(data.make_train_dataset(source, randaugment=9, start_epoch=1, skip_batches=2, **kwargs), 3)
+    for (_, plain_labels), (_, b), (_, d) in zip(plain[7:], full[7:], resumed):
+        np.testing.assert_array_equal(plain_labels, b)
+        np.testing.assert_array_equal(b, d)
+
+
+def test_tfds_download_failure_is_one_line(tmp_path, monkeypatch):
+    import tensorflow_datasets as tfds
+
+    def offline(self, *args, **kwargs):
+        raise ConnectionError("Failed to resolve 'storage.googleapis.com'\nmore details\nand more")
+
+    monkeypatch.setattr(tfds.core.DatasetBuilder, "download_and_prepare", offline)
+    with pytest.raises(data.DataUnavailableError) as caught:
+        data.tfds_source("mnist", "train", data_dir=str(tmp_path))
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("TFDS could not download or prepare 'mnist' into ")
+    assert "(ConnectionError: Failed to resolve 'storage.googleapis.com')" in message
+    assert "pass --data_dir=DIR" in message
+    with pytest.raises(ValueError, match=r"Did you mean \['mnist'.*Received: dataset='mnistt'"):
+        data.tfds_source("mnistt", "train", data_dir=str(tmp_path))

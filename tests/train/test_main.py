@@ -18,15 +18,8 @@ from tests.train.helpers import (
     make_idx_dataset,
     make_image_folder,
     run_main,
+    tiny_flags,
 )
-
-
-def tiny_flags(workdir, data_dir, *extra):
-    return (
-        f"--workdir={workdir}", "--dataset=fashion_mnist", f"--data_dir={data_dir}",
-        "--image_size=16", "--batch_size=32", f"--model_kwargs={TINY_MODEL}",
-        "--warmup_steps=2", "--jit_compile=false", *extra,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -154,5 +147,14 @@ def test_tpu_flag_without_a_tpu_fails_fast_and_cleanly(tmp_path):
 def test_bad_flag_value_is_a_clear_error(tmp_path, idx_dir):
     result = run_main(*tiny_flags(tmp_path, idx_dir, "--optimizer=rmsprop"))
     assert result.returncode == 2
-    assert "`optimizer` must be one of ('adamw', 'sgd'). Received: optimizer='rmsprop'" in result.stderr
+    assert "--optimizer must be one of ('adamw', 'sgd'). Received: optimizer='rmsprop'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_deit_augmentations_train_on_grayscale_data(tmp_path, idx_dir):
+    # RandAugment's colour operations need RGB; Fashion-MNIST is gray.
+    result = run_main(*tiny_flags(tmp_path / "run", idx_dir, "--steps=4", "--randaugment=9", "--mixup=0.8",
+                                  "--cutmix=1.0", "--label_smoothing=0.1"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["step"] == 4 and np.isfinite(summary["loss"])

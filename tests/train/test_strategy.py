@@ -70,3 +70,16 @@ def test_presets_hold_the_papers_settings():
     assert get_config("convit").model == "ConViT_S"
     with pytest.raises(ValueError, match=r"`config` must be one of \[.*'default'.*\]. Received: config='jft'"):
         get_config("jft")
+
+
+def test_presets_are_fresh_copies_that_share_nothing():
+    from train.configs import PRESETS
+
+    deit = get_config("deit")
+    deit.model_kwargs["patch_size"] = 8
+    deit.learning_rate = 1.0
+    assert PRESETS["deit"].model_kwargs == {} and PRESETS["deit"].learning_rate != 1.0
+    assert PRESETS["convit"].model_kwargs is not PRESETS["deit"].model_kwargs
+    default = get_config("default")
+    default.model_kwargs["hidden_size"] = 8
+    assert PRESETS["default"].model_kwargs["hidden_size"] == 96

@@ -5,7 +5,8 @@ import pytest
 
 import keras_vit
 from train.configs import TrainConfig
-from train.trainer import build_model, check_config
+from train.checks import check_config
+from train.modeling import build_model
 
 TINY = {"patch_size": 4, "hidden_size": 16, "num_layers": 2, "num_heads": 2, "mlp_dim": 32}
 
@@ -30,6 +31,6 @@ def test_bfloat16_precision_builds_a_mixed_model():
 
 
 def test_steps_per_execution_must_be_positive():
-    with pytest.raises(ValueError, match=r"`steps_per_execution` must be a positive integer.*Received: "
+    with pytest.raises(ValueError, match=r"--steps_per_execution must be a positive integer.*Received: "
                                          r"steps_per_execution=0"):
         check_config(TrainConfig(steps_per_execution=0))

@@ -1,13 +1,13 @@
 """Training configurations: plain data, looked up by name (`--config=NAME`)."""
 
-import dataclasses
+import copy
 
 from train.configs.base import TrainConfig
 from train.configs.presets import PRESETS
 
 
 def get_config(name="default"):
-    """Returns a fresh copy of the named preset.
+    """Returns a fresh, deep copy of the named preset: editing it leaves `PRESETS` alone.
 
     Args:
         name: str. One of `PRESETS` (`default`, `vit_pretrain`, `vit_imagenet`,
@@ -15,7 +15,7 @@ def get_config(name="default"):
     """
     if name not in PRESETS:
         raise ValueError(f"`config` must be one of {sorted(PRESETS)}. Received: config={name!r}")
-    return dataclasses.replace(PRESETS[name])
+    return copy.deepcopy(PRESETS[name])
 
 
 __all__ = ["PRESETS", "TrainConfig", "get_config"]

@@ -1,5 +1,8 @@
 """Named presets: the papers' settings and a small default that trains on a laptop CPU."""
 
+import copy
+import dataclasses
+
 from train.configs.base import TrainConfig
 
 PRESETS = {
@@ -106,4 +109,5 @@ PRESETS = {
         precision="bfloat16",
     ),
 }
-PRESETS["convit"] = TrainConfig(**{**PRESETS["deit"].__dict__, "model": "ConViT_S"})
+# The DeiT recipe on ConViT-S; a deep copy, so that the two presets share no dict.
+PRESETS["convit"] = dataclasses.replace(copy.deepcopy(PRESETS["deit"]), model="ConViT_S")

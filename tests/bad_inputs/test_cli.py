@@ -1,0 +1,103 @@
+"""Bad flags of `train/main.py`: one line naming the flag, exit status 2, nothing written.
+
+Most cases call `main()` in this process (absl parses the flags as the script
+does); a few run the script itself to show the exit status and the absence of
+a traceback end to end.
+"""
+
+import re
+
+import pytest
+from absl import flags
+
+from tests.train.helpers import make_idx_dataset, run_main, tiny_flags
+from train import main as cli
+
+
+@pytest.fixture(scope="module")
+def idx_dir(tmp_path_factory):
+    return make_idx_dataset(tmp_path_factory.mktemp("fashion"), train=64, test=16)
+
+
+def run_in_process(argv, capsys):
+    """Parses `argv` as the script does and runs `main`; returns (status, stderr)."""
+    flags.FLAGS.unparse_flags()
+    try:
+        cli.parse_flags(["main.py", *argv])
+        status = cli.main([])
+    except SystemExit as exit_:
+        status = exit_.code
+    finally:
+        flags.FLAGS.unparse_flags()
+    return status, capsys.readouterr().err
+
+
+# (flag, message): each a distinct bad input; the message names the flag, the value
+# received and what is accepted.
+BAD_FLAGS = [
+    ("--learning_rate=0", r"--learning_rate must be a number in \(0, inf\)\. Received: learning_rate=0\.0"),
+    ("--learning_rate=-0.1", r"--learning_rate must be a number in \(0, inf\)\. Received: learning_rate=-0\.1"),
+    ("--weight_decay=-0.05", r"--weight_decay must be a number in \[0, inf\)\. Received: weight_decay=-0\.05"),
+    ("--clip_norm=0", r"--clip_norm must be a number in \(0, inf\) \(or unset\)\. Received: clip_norm=0\.0"),
+    ("--eval_batch_size=0", r"--eval_batch_size must be a positive integer \(or unset\)\. Received: eval_batch_size=0"),
+    ("--eval_batch_size=-8", r"--eval_batch_size must be a positive integer .*Received: eval_batch_size=-8"),
+    ("--steps=0", r"--steps must be a positive integer \(or unset\)\. Received: steps=0"),
+    ("--steps=-5", r"--steps must be a positive integer .*Received: steps=-5"),
+    ("--warmup_steps=-1", r"--warmup_steps must be an integer >= 0\. Received: warmup_steps=-1"),
+    ("--checkpoint_every_steps=-3", r"--checkpoint_every_steps must be an integer >= 0\. Received: checkpoint_every_steps=-3"),
+    ("--label_smoothing=1.0", r"--label_smoothing must be a number in \[0, 1\)\. Received: label_smoothing=1\.0"),
+    ("--label_smoothing=-0.1", r"--label_smoothing must be a number in \[0, 1\)\. Received: label_smoothing=-0\.1"),
+    ("--randaugment=11", r"--randaugment must be a RandAugment magnitude, an integer from 0 \(off\) to 10 \(DeiT uses 9\)\. Received: randaugment=11"),
+    ("--randaugment=-2", r"--randaugment must be a RandAugment magnitude.*Received: randaugment=-2"),
+    ("--image_size=0", r"--image_size must be a positive integer \(or unset\)\. Received: image_size=0"),
+    ("--image_size=-32", r"--image_size must be a positive integer .*Received: image_size=-32"),
+    ("--batch_size=0", r"--batch_size must be a positive integer\. Received: batch_size=0"),
+    ("--epochs=0", r"--epochs must be a positive integer\. Received: epochs=0"),
+    ("--ema_decay=1.0", r"--ema_decay must be a number in \(0, 1\) \(or unset\)\. Received: ema_decay=1\.0"),
+    ("--momentum=1.5", r"--momentum must be a number in \[0, 1\)\. Received: momentum=1\.5"),
+    ("--dropout_rate=1.0", r"--dropout_rate must be a number in \[0, 1\)\. Received: dropout_rate=1\.0"),
+    ("--mixup=-0.8", r"--mixup must be a number in \[0, inf\)\. Received: mixup=-0\.8"),
+    ("--seed=-1", r"--seed must be an integer >= 0\. Received: seed=-1"),
+    ("--decay=exponential", r"--decay must be one of \('linear', 'cosine', 'constant'\)\. Received: decay='exponential'"),
+    ("--precision=float16", r"--precision must be one of \('float32', 'bfloat16'\)\. Received: precision='float16'"),
+    ("--config=jft", r"`config` must be one of \[.*'default'.*\]\. Received: config='jft'"),
+    ("--model=ViT_B17", r"--model must be a builder name \(.*\)\. Did you mean 'ViT_B16'\? Received: model='ViT_B17'"),
+    ("--model_kwargs={patch_size: 4}", r"--model_kwargs must be a JSON object, e\.g\. .*Received: model_kwargs='\{patch_size: 4\}'"),
+    ("--model_kwargs=[4]", r"--model_kwargs must be a JSON object.*Received: model_kwargs='\[4\]'"),
+    ('--model_kwargs={"patch_sise": 4}', r"--model_kwargs names an argument that VisionTransformer does not take: 'patch_sise'\. Did you mean 'patch_size'\?"),
+    ('--model_kwargs={"num_classes": 4}', r"--model_kwargs may not set 'num_classes': the trainer sets"),
+    ("--dataset=fashion_mnits", r"--dataset is not .* a TFDS dataset\. Did you mean \[.*'fashion_mnist'.*\]\? .*Received: dataset='fashion_mnits'"),
+    ("--dataset=folder:/no/such/folder", r"--dataset names an image folder that does not exist: '/no/such/folder'"),
+    ("--data_dir=/no/such/data", r"--data_dir does not exist or is not a directory\. Received: data_dir='/no/such/data'"),
+    ("--pretrained=/no/such/file.npz", r"--pretrained must be a checkpoint file or a known checkpoint name .*Received: pretrained='/no/such/file\.npz'"),
+    ("--learning_rate=fast", r"flag --learning_rate=fast: (could not convert string to float|.*float)"),
+    ("--lerning_rate=0.1", r"Unknown command line flag 'lerning_rate'"),
+]
+
+
+@pytest.mark.parametrize("flag, message", BAD_FLAGS, ids=[flag for flag, _ in BAD_FLAGS])
+def test_bad_flag_is_one_line_with_status_2_and_writes_nothing(flag, message, tmp_path, idx_dir, capsys):
+    workdir = tmp_path / "run"
+    argv = [f"--workdir={workdir}"]
+    if not flag.startswith(("--dataset", "--data_dir")):
+        argv += ["--dataset=fashion_mnist", f"--data_dir={idx_dir}"]
+    status, stderr = run_in_process([*argv, flag], capsys)
+    assert status == 2
+    lines = [line for line in stderr.strip().splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1, stderr[-2000:]
+    assert lines[0].startswith("error: ") and "Traceback" not in stderr
+    assert re.search(message, lines[0]), lines[0]
+    assert not workdir.exists()
+
+
+def test_bad_flags_end_to_end_exit_2_without_a_traceback(tmp_path, idx_dir):
+    for flag, expected in (
+        ("--learning_rate=-1", "--learning_rate must be a number in (0, inf). Received: learning_rate=-1.0"),
+        ("--config=nope", "`config` must be one of"),
+        ("--weight_decay=abc", "flag --weight_decay=abc"),
+    ):
+        result = run_main(*tiny_flags(tmp_path / "run", idx_dir, flag), timeout=120)
+        assert result.returncode == 2, result.stderr[-2000:]
+        assert expected in result.stderr
+        assert "Traceback" not in result.stderr
+        assert not (tmp_path / "run").exists()

@@ -1,0 +1,201 @@
+"""Faults in the workdir: damaged checkpoints, leftovers, strays, bad pointers, another run, no space.
+
+A crash at any moment must never cost a checkpoint, and a user should learn
+what is wrong from one line.
+"""
+
+import errno
+import json
+import os
+import signal
+
+import keras
+import numpy as np
+import pytest
+from absl import flags
+
+from tests.train.helpers import TINY_MODEL, make_idx_dataset
+from train import main as cli
+from train.checkpoints import CheckpointManager, verify_checkpoint
+from train.configs import TrainConfig
+from train.trainer import train
+
+
+@pytest.fixture(scope="module")
+def idx_dir(tmp_path_factory):
+    return make_idx_dataset(tmp_path_factory.mktemp("fashion"), train=96, test=16)
+
+
+def tiny_config(idx_dir, **overrides):
+    # 3 steps an epoch: a checkpoint at steps 3, 6, 9 (two kept).
+    return TrainConfig(**{
+        "model_kwargs": json.loads(TINY_MODEL), "dataset": "fashion_mnist", "data_dir": idx_dir,
+        "image_size": 16, "batch_size": 32, "epochs": 3, "warmup_steps": 2, "jit_compile": False,
+        "augmentation": "flip", **overrides,
+    })
+
+
+def final_weights(workdir):
+    model = keras.models.load_model(str(workdir / "model.keras"))
+    return [keras.ops.convert_to_numpy(w) for w in model.weights]
+
+
+def checkpoint_names(workdir):
+    return sorted(os.listdir(workdir / "checkpoints"))
+
+
+def test_damaged_latest_checkpoint_falls_back_to_the_older_one_and_resumes_exactly(tmp_path, idx_dir, capsys):
+    workdir = tmp_path / "run"
+    config = tiny_config(idx_dir)
+    train(config, str(workdir), verbose=0)
+    assert checkpoint_names(workdir) == ["ckpt-6", "ckpt-9", "latest"]
+    reference = final_weights(workdir)
+    # Truncate the newest checkpoint's weights, as a crash of the disk or a copy would.
+    weights_file = workdir / "checkpoints" / "ckpt-9" / "model.weights.h5"
+    weights_file.write_bytes(weights_file.read_bytes()[:1000])
+    capsys.readouterr()
+
+    summary = train(config, str(workdir), verbose=0)
+    err = capsys.readouterr().err
+    assert "checkpoint 'ckpt-9' is damaged (model.weights.h5 has 1000 bytes" in err
+    assert "moved to 'damaged-ckpt-9'" in err
+    assert "Resuming from the newest intact checkpoint, 'ckpt-6'" in err
+    assert summary["resumed_from"] == "ckpt-6" and summary["resumed_from_step"] == 6 and summary["step"] == 9
+    # The damaged one is kept aside, the older one was never deleted, and the
+    # epoch trained again ends where the first run ended.
+    assert checkpoint_names(workdir) == ["ckpt-6", "ckpt-9", "damaged-ckpt-9", "latest"]
+    verify_checkpoint(str(workdir / "checkpoints" / "ckpt-9"))
+    for a, b in zip(reference, final_weights(workdir)):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+@pytest.mark.parametrize("damage", ["flipped byte", "empty optimizer", "no manifest", "garbage manifest"])
+def test_every_kind_of_damage_is_detected(tmp_path, idx_dir, damage):
+    workdir = tmp_path / "run"
+    train(tiny_config(idx_dir, epochs=1), str(workdir), verbose=0)
+    checkpoint = workdir / "checkpoints" / "ckpt-3"
+    if damage == "flipped byte":
+        data = bytearray((checkpoint / "model.weights.h5").read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        (checkpoint / "model.weights.h5").write_bytes(bytes(data))
+    elif damage == "empty optimizer":
+        (checkpoint / "optimizer.npz").write_bytes(b"")
+    elif damage == "no manifest":
+        (checkpoint / "manifest.json").unlink()
+    else:
+        (checkpoint / "manifest.json").write_text("[1, 2")
+    messages = []
+    manager = CheckpointManager(str(workdir / "checkpoints"), log=messages.append)
+    model = keras.models.load_model(str(workdir / "model.keras"))
+    assert manager.restore(model) == 0  # nothing intact: a fresh start, not a crash
+    assert "is damaged" in messages[0] and (workdir / "checkpoints" / "damaged-ckpt-3").is_dir()
+
+
+def test_leftovers_of_a_killed_save_are_removed_and_strays_are_left_alone(tmp_path, idx_dir):
+    workdir = tmp_path / "run"
+    checkpoints = workdir / "checkpoints"
+    (checkpoints / ".ckpt-3.tmp-99999").mkdir(parents=True)
+    (checkpoints / ".ckpt-3.tmp-99999" / "model.weights.h5").write_bytes(b"half")
+    (checkpoints / "latest.tmp-4242").write_text("ckpt-")
+    (workdir / ".tmp-4242-model.keras").write_bytes(b"half a model")
+    (workdir / "config.json.tmp-4242").write_text("{")
+    (workdir / "saved_model.old-4242").mkdir()
+    # Strays: folders and files whose names are not checkpoints, and one that looks like one.
+    (checkpoints / "notes").mkdir()
+    (checkpoints / "ckpt-final").mkdir()
+    (checkpoints / "ckpt-3-backup").mkdir()
+    (checkpoints / "ckpt-7").write_text("a file, not a folder")
+    summary = train(tiny_config(idx_dir, epochs=2), str(workdir), verbose=0)
+    assert summary["step"] == 6 and summary["resumed_from_step"] == 0
+    names = set(checkpoint_names(workdir))
+    assert {"ckpt-3", "ckpt-6", "latest", "notes", "ckpt-final", "ckpt-3-backup", "ckpt-7"} == names
+    assert not [name for name in os.listdir(workdir) if ".tmp-" in name or ".old-" in name]
+
+
+@pytest.mark.parametrize("pointer", ["../../../etc", "/etc/passwd", "ckpt-3/../../x", ""])
+def test_latest_pointer_cannot_lead_out_of_the_folder(tmp_path, pointer):
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    (checkpoints / "latest").write_text(pointer)
+    messages = []
+    assert CheckpointManager(str(checkpoints), log=messages.append).latest() is None
+    assert "not a checkpoint of this folder" in messages[0]
+
+
+def test_another_runs_workdir_is_refused_before_anything_is_written(tmp_path, idx_dir, capsys):
+    workdir = tmp_path / "run"
+    train(tiny_config(idx_dir, epochs=1), str(workdir), verbose=0)
+    before = {name: os.path.getmtime(workdir / name) for name in os.listdir(workdir)}
+    stored = (workdir / "config.json").read_text()
+    with pytest.raises(ValueError, match=r"holds a run of another configuration \(learning_rate: 0\.001 in the "
+                                         r"workdir, 0\.003 now\)\. Resume it with the same flags"):
+        train(tiny_config(idx_dir, epochs=1, learning_rate=3e-3), str(workdir), verbose=0)
+    assert (workdir / "config.json").read_text() == stored
+    assert {name: os.path.getmtime(workdir / name) for name in os.listdir(workdir)} == before
+    # Settings that do not change what is computed may differ on resume.
+    summary = train(tiny_config(idx_dir, epochs=1, checkpoint_every_steps=1, steps_per_execution=2),
+                    str(workdir), verbose=0)
+    assert summary["resumed_from_step"] == 3
+
+
+def run_cli(argv, capsys):
+    flags.FLAGS.unparse_flags()
+    try:
+        cli.parse_flags(["main.py", *argv])
+        status = cli.main([])
+    finally:
+        flags.FLAGS.unparse_flags()
+    return status, capsys.readouterr().err
+
+
+def cli_flags(workdir, idx_dir, epochs=1):
+    return [f"--workdir={workdir}", "--dataset=fashion_mnist", f"--data_dir={idx_dir}", "--image_size=16",
+            "--batch_size=32", f"--model_kwargs={TINY_MODEL}", f"--epochs={epochs}", "--jit_compile=false"]
+
+
+def test_workdir_that_is_a_file_or_under_a_file_is_one_line(tmp_path, idx_dir, capsys):
+    (tmp_path / "file").write_text("x")
+    status, err = run_cli(cli_flags(tmp_path / "file", idx_dir), capsys)
+    assert status == 2 and err.strip() == f"error: --workdir must be a directory. Received: workdir='{tmp_path / 'file'}' (a file)"
+    status, err = run_cli(cli_flags(tmp_path / "file" / "run", idx_dir), capsys)
+    assert status == 1 and "Traceback" not in err
+    assert err.strip().startswith("error: cannot read or write") and "Not a directory" in err
+
+
+@pytest.mark.parametrize("code, reason", [(errno.ENOSPC, "No space left on device"), (errno.EROFS, "Read-only file system")])
+def test_full_or_read_only_workdir_is_one_line_and_keeps_the_last_checkpoint(tmp_path, idx_dir, capsys, monkeypatch,
+                                                                               code, reason):
+    workdir = tmp_path / "run"
+    assert run_cli(cli_flags(workdir, idx_dir, epochs=2), capsys)[0] == 0
+    # As if the run had died after its first checkpoint; on resuming, the disk
+    # fills up (or turns read-only) while the next checkpoint is written.
+    import shutil
+
+    import train.checkpoints as checkpoints
+
+    shutil.rmtree(workdir / "checkpoints" / "ckpt-6")
+
+    def failing_savez(path, **arrays):
+        raise OSError(code, os.strerror(code), str(path))
+
+    monkeypatch.setattr(checkpoints.np, "savez", failing_savez)
+    status, err = run_cli(cli_flags(workdir, idx_dir, epochs=2), capsys)
+    lines = err.strip().splitlines()
+    assert status == 1 and "Traceback" not in err
+    assert lines[-1].startswith("error: cannot read or write") and reason in lines[-1]
+    assert f"in --workdir '{workdir}'" in lines[-1]
+    monkeypatch.undo()
+    verify_checkpoint(str(workdir / "checkpoints" / "ckpt-3"))  # the last good one is intact
+    assert not [name for name in os.listdir(workdir / "checkpoints") if ".tmp-" in name]
+
+
+def test_sigterm_handler_is_restored_when_training_ends(tmp_path, idx_dir):
+    def previous(signum, frame):
+        pass
+
+    old = signal.signal(signal.SIGTERM, previous)
+    try:
+        train(tiny_config(idx_dir, epochs=1), str(tmp_path / "run"), verbose=0)
+        assert signal.getsignal(signal.SIGTERM) is previous
+    finally:
+        signal.signal(signal.SIGTERM, old)

@@ -1,0 +1,163 @@
+"""Checks of a training configuration, run before anything is read, built or written.
+
+Every field of `TrainConfig` is also a command-line flag of the same name, so the
+messages name the field as the flag (`--learning_rate`), the value received and
+what is accepted, in one line.
+"""
+
+import difflib
+import os
+
+import keras_vit
+from keras_vit.schedules import DECAYS
+from keras_vit.weights.registry import known_checkpoint
+from train import data as data_lib
+from train.modeling import GENERAL_BUILDERS, PRECISIONS, TRAINER_ARGUMENTS, builder_arguments
+from train.optimization import OPTIMIZERS
+
+# The 0-10 magnitude scale of RandAugment (Cubuk et al. 2020), which DeiT's `m9` uses.
+RANDAUGMENT_MAGNITUDES = (0, 10)
+
+
+def _fail(field, value, accepted):
+    raise ValueError(f"--{field} must be {accepted}. Received: {field}={value!r}")
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_positive_int(config, field, optional=False):
+    value = getattr(config, field)
+    if optional and value is None:
+        return
+    if not _is_int(value) or value <= 0:
+        _fail(field, value, "a positive integer" + (" (or unset)" if optional else ""))
+
+
+def check_non_negative_int(config, field):
+    value = getattr(config, field)
+    if not _is_int(value) or value < 0:
+        _fail(field, value, "an integer >= 0")
+
+
+def check_number(config, field, low, high, low_open=False, high_open=True, optional=False):
+    """Checks that a float field lies in [low, high) (or the interval the flags say)."""
+    value = getattr(config, field)
+    if optional and value is None:
+        return
+    above = value > low if low_open else value >= low
+    below = high is None or (value < high if high_open else value <= high)
+    if not _is_number(value) or not (above and below):
+        interval = (
+            f"{'(' if low_open else '['}{low}, {'inf' if high is None else high}"
+            f"{')' if high_open or high is None else ']'}"
+        )
+        _fail(field, value, f"a number in {interval}" + (" (or unset)" if optional else ""))
+
+
+def check_choice(config, field, accepted):
+    value = getattr(config, field)
+    if value not in accepted:
+        raise ValueError(f"--{field} must be one of {accepted}. Received: {field}={value!r}")
+
+
+def check_model(config):
+    """The model name and `--model_kwargs` against the builder's own arguments."""
+    names = sorted(keras_vit.VARIANTS) + list(GENERAL_BUILDERS)
+    if config.model not in names:
+        hint = difflib.get_close_matches(str(config.model), names, n=1)
+        raise ValueError(
+            f"--model must be a builder name ({', '.join(names)})."
+            f"{f' Did you mean {hint[0]!r}?' if hint else ''} Received: model={config.model!r}"
+        )
+    if not isinstance(config.model_kwargs, dict):
+        raise ValueError(
+            "--model_kwargs must be a JSON object of builder arguments, e.g. '{\"patch_size\": 4}'. "
+            f"Received: model_kwargs={config.model_kwargs!r}"
+        )
+    accepted = builder_arguments(config.model)
+    for key in config.model_kwargs:
+        if key in TRAINER_ARGUMENTS:
+            raise ValueError(
+                f"--model_kwargs may not set {key!r}: the trainer sets image_size from --image_size and "
+                f"num_classes and num_channels from the dataset. Received: model_kwargs={config.model_kwargs!r}"
+            )
+        if key not in accepted:
+            hint = difflib.get_close_matches(key, accepted, n=1)
+            raise ValueError(
+                f"--model_kwargs names an argument that {config.model} does not take: {key!r}."
+                f"{f' Did you mean {hint[0]!r}?' if hint else ''} Accepted: {', '.join(accepted)}."
+            )
+
+
+def check_dataset(config):
+    """The dataset name and, for local paths, that `--data_dir` exists."""
+    if not isinstance(config.dataset, str) or not config.dataset:
+        _fail("dataset", config.dataset, "a dataset name ('fashion_mnist', 'synthetic', 'folder:/path' or a TFDS name)")
+    if config.data_dir is not None and "://" not in config.data_dir and not os.path.isdir(config.data_dir):
+        raise ValueError(
+            f"--data_dir does not exist or is not a directory. Received: data_dir={config.data_dir!r}"
+        )
+    kind = data_lib.source_kind(config.dataset)
+    if kind == "folder":
+        root = data_lib.folder_root(config.dataset)
+        if not os.path.isdir(root):
+            raise ValueError(f"--dataset names an image folder that does not exist: {root!r}. "
+                             f"Received: dataset={config.dataset!r}")
+    elif kind == "tfds":
+        data_lib.check_tfds_name(config.dataset)
+
+
+def check_pretrained(config):
+    if config.pretrained is None:
+        return
+    if not isinstance(config.pretrained, str) or not (
+        os.path.exists(config.pretrained) or known_checkpoint(config.model, config.pretrained) is not None
+    ):
+        raise ValueError(
+            "--pretrained must be a checkpoint file or a known checkpoint name of the model "
+            f"(see keras_vit.weights.KNOWN_CHECKPOINTS). Received: pretrained={config.pretrained!r}"
+        )
+
+
+def check_config(config):
+    """Checks every setting of a run; raises a one-line `ValueError` naming the flag.
+
+    Args:
+        config: `TrainConfig`.
+    """
+    check_choice(config, "optimizer", OPTIMIZERS)
+    check_choice(config, "precision", PRECISIONS)
+    check_choice(config, "decay", DECAYS)
+    check_choice(config, "augmentation", data_lib.AUGMENTATIONS)
+    check_model(config)
+    for field in ("batch_size", "epochs", "steps_per_execution"):
+        check_positive_int(config, field)
+    for field in ("image_size", "eval_batch_size", "steps"):
+        check_positive_int(config, field, optional=True)
+    for field in ("warmup_steps", "checkpoint_every_steps", "seed"):
+        check_non_negative_int(config, field)
+    check_number(config, "learning_rate", 0, None, low_open=True)
+    check_number(config, "end_learning_rate", 0, None)
+    check_number(config, "weight_decay", 0, None)
+    check_number(config, "clip_norm", 0, None, low_open=True, optional=True)
+    check_number(config, "ema_decay", 0, 1, low_open=True, optional=True)
+    for field in ("adam_beta1", "adam_beta2", "momentum", "label_smoothing", "dropout_rate", "drop_path_rate"):
+        check_number(config, field, 0, 1)
+    for field in ("mixup", "cutmix"):
+        check_number(config, field, 0, None)
+    if config.randaugment is not None:
+        low, high = RANDAUGMENT_MAGNITUDES
+        if not _is_int(config.randaugment) or not low <= config.randaugment <= high:
+            _fail("randaugment", config.randaugment,
+                  f"a RandAugment magnitude, an integer from {low} (off) to {high} (DeiT uses 9)")
+    for field in ("jit_compile", "remat"):
+        if not isinstance(getattr(config, field), bool):
+            _fail(field, getattr(config, field), "true or false")
+    check_pretrained(config)
+    check_dataset(config)

@@ -1,0 +1,44 @@
+"""The configured model: builder lookup, precision and memory options, pretrained weights."""
+
+import inspect
+
+import keras_vit
+
+PRECISIONS = ("float32", "bfloat16")
+GENERAL_BUILDERS = ("VisionTransformer", "ConViT")
+# Arguments the trainer sets from the dataset and `--image_size`, never from `--model_kwargs`.
+TRAINER_ARGUMENTS = ("image_size", "num_classes", "num_channels")
+
+
+def builder_for(name):
+    """The general builder (`VisionTransformer` or `ConViT`) behind a model name."""
+    if name in GENERAL_BUILDERS:
+        return getattr(keras_vit, name)
+    return keras_vit.VARIANTS[name][0]
+
+
+def builder_arguments(name):
+    """The keyword arguments the builder behind `name` accepts."""
+    return [p for p in inspect.signature(builder_for(name)).parameters if p not in ("weights", "name")]
+
+
+def build_model(config, num_classes, image_size, channels):
+    """The configured model, with pretrained weights loaded (and resampled) if asked."""
+    kwargs = dict(config.model_kwargs)
+    kwargs.update(image_size=image_size, num_classes=num_classes, num_channels=channels)
+    if config.dropout_rate:
+        kwargs["dropout_rate"] = config.dropout_rate
+    if config.drop_path_rate:
+        kwargs["drop_path_rate"] = config.drop_path_rate
+    if config.precision == "bfloat16":
+        kwargs["dtype"] = "mixed_bfloat16"
+    if config.remat:
+        kwargs["remat"] = True
+    if config.model in GENERAL_BUILDERS:
+        model = builder_for(config.model)(**kwargs)
+    else:
+        model = keras_vit.build_variant(config.model, **kwargs)
+    report = None
+    if config.pretrained:
+        report = keras_vit.load_weights(model, config.pretrained)
+    return model, report

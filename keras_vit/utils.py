@@ -1,9 +1,13 @@
-"""Helpers to try a pretrained model: read an image, ImageNet-1k class names, top-k decoding."""
+"""Helpers: read an image, ImageNet-1k class names, top-k decoding, atomic writes."""
 
 import functools
 import importlib.resources
+import numbers
+import os
 
 import numpy as np
+
+from keras_vit.layers.validation import check_positive_int, to_pair
 
 
 def load_image(path, image_size=224, crop_fraction=1.0):
@@ -15,28 +19,50 @@ def load_image(path, image_size=224, crop_fraction=1.0):
     evaluation does; timm's usual evaluation uses 0.875-0.9.
 
     Args:
-        path: str. Any format Pillow reads.
+        path: str or path. Any format Pillow reads.
         image_size: int or tuple `(height, width)`. Defaults to 224.
         crop_fraction: float in (0, 1]. Defaults to 1.
 
     Returns:
         Array of shape `(height, width, 3)`.
+
+    Raises:
+        ValueError: naming the file, when it is missing or not a readable image.
     """
     from PIL import Image
 
-    if not 0.0 < crop_fraction <= 1.0:
-        raise ValueError(f"`crop_fraction` must be in (0, 1]. Received: crop_fraction={crop_fraction}")
-    height, width = (image_size, image_size) if isinstance(image_size, int) else image_size
-    with Image.open(path) as image:
-        image = image.convert("RGB")
-        scale = max(height / image.height, width / image.width) / crop_fraction
-        resized = image.resize(
-            (max(width, round(image.width * scale)), max(height, round(image.height * scale))),
-            Image.BILINEAR,
-        )
+    if isinstance(crop_fraction, bool) or not isinstance(crop_fraction, numbers.Real) or not 0.0 < crop_fraction <= 1.0:
+        raise ValueError(f"`crop_fraction` must be in (0, 1]. Received: crop_fraction={crop_fraction!r}")
+    height, width = to_pair(image_size, "image_size")
+    image = _read_rgb(path)
+    scale = max(height / image.height, width / image.width) / crop_fraction
+    resized = image.resize(
+        (max(width, round(image.width * scale)), max(height, round(image.height * scale))),
+        Image.BILINEAR,
+    )
     left = (resized.width - width) // 2
     top = (resized.height - height) // 2
     return np.asarray(resized.crop((left, top, left + width, top + height)), dtype="float32")
+
+
+def _read_rgb(path):
+    """Decodes the whole image file as RGB, or raises a ValueError naming the file."""
+    from PIL import Image, UnidentifiedImageError
+
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"`path` must be an image file path. Received: path={path!r}")
+    if not os.path.isfile(path):
+        what = "is a directory, not an image file" if os.path.isdir(path) else "does not exist"
+        raise ValueError(f"Cannot read the image {os.fspath(path)!r}: the file {what}.")
+    try:
+        with Image.open(path) as image:
+            # convert() decodes every pixel, so a truncated file fails here, inside the try.
+            return image.convert("RGB")
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as error:
+        raise ValueError(
+            f"Cannot read the image {os.fspath(path)!r}: not an image Pillow can decode, "
+            f"or a damaged one ({type(error).__name__}: {error})."
+        ) from None
 
 
 @functools.lru_cache(maxsize=1)
@@ -63,6 +89,7 @@ def decode_predictions(predictions, top=5, from_logits=True, class_names=None):
         One list per example of `(class_index, name, probability)` tuples, most
         probable first.
     """
+    check_positive_int(top, "top")
     predictions = np.asarray(predictions, dtype="float64")
     if predictions.ndim != 2:
         raise ValueError(
@@ -80,3 +107,22 @@ def decode_predictions(predictions, top=5, from_logits=True, class_names=None):
         predictions /= predictions.sum(axis=1, keepdims=True)
     order = np.argsort(-predictions, axis=1, kind="stable")[:, :top]
     return [[(int(i), class_names[i], float(row[i])) for i in idx] for row, idx in zip(predictions, order)]
+
+
+def write_text_atomically(path, text):
+    """Writes `text` to a temporary file beside `path`, syncs it and renames it onto `path`.
+
+    A reader sees the old file or the new one, never a partial write; a failed
+    write (a full disk) removes its temporary file.
+    """
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise

@@ -2,6 +2,7 @@
 
 from keras_vit.layers.attention import GPSA, MultiHeadSelfAttention
 from keras_vit.layers.bit import BottleneckUnit, ResNetStage, StandardizedConv2D
+from keras_vit.layers.image_check import ImageShapeCheck
 from keras_vit.layers.patching import ClassToken, PatchEncoder, Patches
 from keras_vit.layers.pooling import ClassTokenPooling
 from keras_vit.layers.transformer import MLPBlock, StochasticDepth, TransformerBlock
@@ -11,6 +12,7 @@ __all__ = [
     "ClassToken",
     "ClassTokenPooling",
     "GPSA",
+    "ImageShapeCheck",
     "MLPBlock",
     "MultiHeadSelfAttention",
     "PatchEncoder",

@@ -1,4 +1,23 @@
-"""Argument checks shared by the layers and model builders."""
+"""Argument checks shared by the layers and model builders.
+
+Each check raises a `ValueError` that names the argument, shows the value
+received (with `repr`, so that `"8"` and `8` read differently) and says what is
+accepted, so that a wrong argument never surfaces as a backend traceback.
+"""
+
+import math
+import numbers
+
+import keras
+
+
+def _is_int(value):
+    # bool is an int subclass, but `True` is never meant as a size.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_real(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def to_pair(value, name):
@@ -11,32 +30,86 @@ def to_pair(value, name):
     Raises:
         ValueError: if `value` is not a positive int or a pair of them.
     """
-    if isinstance(value, int):
+    if _is_int(value):
         pair = (value, value)
+    elif isinstance(value, (str, bytes)):
+        pair = ()  # a string is a sequence of characters, never a size
     else:
         try:
             pair = tuple(value)
         except TypeError:
             pair = ()
-    if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pair):
+    if len(pair) != 2 or not all(_is_int(v) and v > 0 for v in pair):
         raise ValueError(
             f"`{name}` must be a positive integer or a tuple of 2 positive "
-            f"integers. Received: {name}={value}"
+            f"integers. Received: {name}={value!r}"
         )
     return pair
 
 
 def check_positive_int(value, name):
     """Raises a ValueError unless `value` is a positive int."""
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    if not _is_int(value) or value <= 0:
         raise ValueError(
-            f"`{name}` must be a positive integer. Received: {name}={value}"
+            f"`{name}` must be a positive integer. Received: {name}={value!r}"
         )
 
 
 def check_rate(value, name):
-    """Raises a ValueError unless `value` is a probability in [0, 1)."""
-    if not 0.0 <= value < 1.0:
+    """Raises a ValueError unless `value` is a number in [0, 1)."""
+    if not _is_real(value) or not 0.0 <= value < 1.0:
         raise ValueError(
-            f"`{name}` must be a float in [0, 1). Received: {name}={value}"
+            f"`{name}` must be a float in [0, 1). Received: {name}={value!r}"
         )
+
+
+def check_non_negative_float(value, name):
+    """Raises a ValueError unless `value` is a finite number >= 0."""
+    if not _is_real(value) or not math.isfinite(value) or value < 0:
+        raise ValueError(
+            f"`{name}` must be a finite number >= 0. Received: {name}={value!r}"
+        )
+
+
+def check_bool(value, name):
+    """Raises a ValueError unless `value` is a bool.
+
+    A string such as `"False"` is truthy, so accepting any value would silently
+    do the opposite of what was asked.
+    """
+    if not isinstance(value, bool):
+        raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
+
+
+def check_dtype_policy(dtype, name="dtype"):
+    """Returns the `keras.DTypePolicy` of `dtype`, refusing non-float policies.
+
+    The models compute with floats (softmax, LayerNorm, GELU) and train float
+    variables, so an integer, bool or quantized policy cannot work; this says so
+    before any layer is built rather than deep inside one.
+
+    Args:
+        dtype: None (the global policy), a policy name or a `keras.DTypePolicy`.
+        name: str. Argument name used in the error message.
+
+    Raises:
+        ValueError: for anything but a floating-point policy.
+    """
+    accepted = "'float32', 'bfloat16', 'mixed_bfloat16', 'mixed_float16' or a float keras.DTypePolicy"
+    if dtype is None:
+        return keras.dtype_policies.get(keras.config.dtype_policy())
+    if not isinstance(dtype, (str, keras.DTypePolicy)):
+        raise ValueError(f"`{name}` must be None or one of {accepted}. Received: {name}={dtype!r}")
+    try:
+        policy = keras.dtype_policies.get(dtype)
+    except ValueError:
+        policy = None
+    is_float = policy is not None and all(
+        keras.backend.is_float_dtype(d) for d in (policy.compute_dtype, policy.variable_dtype)
+    )
+    if not is_float or getattr(policy, "quantization_mode", None) is not None:
+        raise ValueError(
+            f"`{name}` must be None or one of {accepted} (the models compute and "
+            f"train in floating point). Received: {name}={dtype!r}"
+        )
+    return policy

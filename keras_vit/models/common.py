@@ -2,9 +2,17 @@
 
 import keras
 
+from keras_vit.layers.image_check import ImageShapeCheck
 from keras_vit.layers.pooling import ClassTokenPooling
-from keras_vit.layers.validation import check_positive_int, check_rate, to_pair
+from keras_vit.layers.validation import (
+    check_bool,
+    check_dtype_policy,
+    check_positive_int,
+    check_rate,
+    to_pair,
+)
 from keras_vit.weights.loading import load_weights
+from keras_vit.weights.registry import find_checkpoint, is_checkpoint_file
 
 POOLINGS = ("token", "gap")
 
@@ -62,6 +70,49 @@ def check_common_args(
     return image_size, patch_size
 
 
+def check_model_args(
+    num_classes,
+    include_top,
+    representation_size,
+    classifier_activation,
+    dtype,
+    remat,
+    weights,
+    name,
+):
+    """Validates the head, precision and naming arguments every builder shares.
+
+    Checked before any layer is built, so that a wrong value is named at once
+    rather than surfacing from inside a layer (or after a download).
+    """
+    check_bool(include_top, "include_top")
+    check_bool(remat, "remat")
+    if include_top:
+        check_positive_int(num_classes, "num_classes")
+        if representation_size is not None:
+            check_positive_int(representation_size, "representation_size")
+        try:
+            keras.activations.get(classifier_activation)
+        except ValueError:
+            raise ValueError(
+                "`classifier_activation` must be None, an activation name such as "
+                "'softmax', or a callable. Received: "
+                f"classifier_activation={classifier_activation!r}"
+            ) from None
+    check_dtype_policy(dtype)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"`name` must be a non-empty string. Received: name={name!r}")
+    if weights is not None and not is_checkpoint_file(weights):
+        find_checkpoint(weights, name)  # a known name, else a ValueError before any build
+
+
+def image_input(image_size, num_channels, dtype):
+    """The model's `Input` and its shape check (see `ImageShapeCheck`)."""
+    images = keras.Input((*image_size, num_channels), name="images")
+    checked = ImageShapeCheck(image_size, num_channels, dtype=dtype, name="image_shape_check")(images)
+    return images, checked
+
+
 def check_grid(feature_size, patch_size, image_size):
     """Raises unless the (feature map of the) image divides into whole patches."""
     if feature_size[0] % patch_size[0] or feature_size[1] % patch_size[1]:
@@ -102,10 +153,9 @@ def classification_head(
 
     ViT App. B.1.1: the classifier is a zero-initialized `D x K` layer. Its
     output is computed in float32 under mixed precision, for stable losses.
+    The arguments were checked by `check_model_args`.
     """
-    check_positive_int(num_classes, "num_classes")
     if representation_size is not None:
-        check_positive_int(representation_size, "representation_size")
         features = keras.layers.Dense(
             representation_size,
             activation="tanh",
@@ -113,7 +163,7 @@ def classification_head(
             dtype=dtype,
             name="pre_logits",
         )(features)
-    policy = keras.dtype_policies.get(dtype) if dtype is not None else keras.config.dtype_policy()
+    policy = check_dtype_policy(dtype)
     return keras.layers.Dense(
         num_classes,
         activation=classifier_activation,

@@ -4,11 +4,14 @@ import keras
 
 from keras_vit.layers.patching import ClassToken, PatchEncoder, Patches
 from keras_vit.layers.transformer import TransformerBlock
+from keras_vit.layers.validation import check_non_negative_float
 from keras_vit.models.common import (
     check_common_args,
     check_grid,
-    finish_model,
+    check_model_args,
     classification_head,
+    finish_model,
+    image_input,
     pool,
     preprocess,
 )
@@ -75,11 +78,18 @@ def ConViT(
         image_size, patch_size, num_channels, hidden_size, num_layers, num_heads, mlp_dim,
         pooling, preprocessing, dropout_rate, attention_dropout_rate, drop_path_rate,
     )
+    check_model_args(
+        num_classes, include_top, representation_size, classifier_activation, dtype, remat, weights, name
+    )
     check_grid(image_size, patch_size, image_size)
-    if not isinstance(num_gpsa_layers, int) or not 0 <= num_gpsa_layers <= num_layers:
+    if (
+        not isinstance(num_gpsa_layers, int)
+        or isinstance(num_gpsa_layers, bool)
+        or not 0 <= num_gpsa_layers <= num_layers
+    ):
         raise ValueError(
             f"`num_gpsa_layers` must be an integer in [0, num_layers={num_layers}]. "
-            f"Received: num_gpsa_layers={num_gpsa_layers}"
+            f"Received: num_gpsa_layers={num_gpsa_layers!r}"
         )
     if pooling == "token" and num_gpsa_layers == num_layers:
         raise ValueError(
@@ -88,15 +98,12 @@ def ConViT(
             f"num_layers or pooling='gap'. Received: num_gpsa_layers={num_gpsa_layers}, "
             f"num_layers={num_layers}"
         )
-    if locality_strength < 0:
-        raise ValueError(
-            "`locality_strength` must be >= 0 (0 disables the convolutional "
-            f"initialization). Received: locality_strength={locality_strength}"
-        )
+    # 0 disables the convolutional initialization.
+    check_non_negative_float(locality_strength, "locality_strength")
     grid_size = (image_size[0] // patch_size[0], image_size[1] // patch_size[1])
 
-    images = keras.Input((*image_size, num_channels), name="images")
-    x = preprocess(images, preprocessing, num_channels, dtype)
+    images, x = image_input(image_size, num_channels, dtype)
+    x = preprocess(x, preprocessing, num_channels, dtype)
     x = Patches(patch_size, dtype=dtype, name="patches")(x)
     x = PatchEncoder(
         hidden_size,

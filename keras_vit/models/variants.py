@@ -1,63 +1,17 @@
-"""The named variants: one table, and thin builders generated from it.
+"""The named variants: the table of `keras_vit.architectures` and thin builders on it."""
 
-Sizes are those of ViT Table 1 (Ti and S from DeiT), the hybrids of ViT Sec. 4.1
-and App. D (R+Ti/16, R26+S/32 and R26+B/32 as published with the AugReg
-checkpoints), and ConViT Table 1 (`D_emb = 48 N_h`; the "+" models 64 N_h).
-"""
+import difflib
+import inspect
 
-import os
-
+from keras_vit.architectures import ARCHITECTURES, architecture
 from keras_vit.models.convit import ConViT
 from keras_vit.models.vit import VisionTransformer
-from keras_vit.weights.registry import known_checkpoint
+from keras_vit.weights.registry import KNOWN_CHECKPOINTS, check_fits, find_checkpoint, is_checkpoint_file
 
-# Width, depth, heads and MLP size of the transformer sizes.
-VIT_SIZES = {
-    "Ti": dict(hidden_size=192, num_layers=12, num_heads=3, mlp_dim=768),
-    "S": dict(hidden_size=384, num_layers=12, num_heads=6, mlp_dim=1536),
-    "B": dict(hidden_size=768, num_layers=12, num_heads=12, mlp_dim=3072),
-    "L": dict(hidden_size=1024, num_layers=24, num_heads=16, mlp_dim=4096),
-    "H": dict(hidden_size=1280, num_layers=32, num_heads=16, mlp_dim=5120),
-}
+_BUILDERS = {"VisionTransformer": VisionTransformer, "ConViT": ConViT}
 
-
-def _convit(num_heads, head_dim):
-    width = num_heads * head_dim
-    return dict(hidden_size=width, num_layers=12, num_heads=num_heads, mlp_dim=4 * width)
-
-
-# name -> (builder, keyword arguments). `test_variants.py` pins the parameter
-# count of every entry, so an entry added here without a count fails the tests.
-VARIANTS = {
-    "ViT_Ti16": (VisionTransformer, dict(VIT_SIZES["Ti"], patch_size=16)),
-    "ViT_S16": (VisionTransformer, dict(VIT_SIZES["S"], patch_size=16)),
-    "ViT_B16": (VisionTransformer, dict(VIT_SIZES["B"], patch_size=16)),
-    "ViT_B32": (VisionTransformer, dict(VIT_SIZES["B"], patch_size=32)),
-    "ViT_B8": (VisionTransformer, dict(VIT_SIZES["B"], patch_size=8)),
-    "ViT_L16": (VisionTransformer, dict(VIT_SIZES["L"], patch_size=16)),
-    "ViT_L32": (VisionTransformer, dict(VIT_SIZES["L"], patch_size=32)),
-    "ViT_H14": (VisionTransformer, dict(VIT_SIZES["H"], patch_size=14)),
-    "R_ViT_Ti16": (VisionTransformer, dict(VIT_SIZES["Ti"], patch_size=8, resnet_stages=())),
-    "R26_ViT_S32": (
-        VisionTransformer,
-        dict(VIT_SIZES["S"], patch_size=1, resnet_stages=(2, 2, 2, 2)),
-    ),
-    "R26_ViT_B32": (
-        VisionTransformer,
-        dict(VIT_SIZES["B"], patch_size=1, resnet_stages=(2, 2, 2, 2)),
-    ),
-    "R50_ViT_B16": (VisionTransformer, dict(VIT_SIZES["B"], patch_size=1, resnet_stages=(3, 4, 9))),
-    "R50_ViT_L32": (
-        VisionTransformer,
-        dict(VIT_SIZES["L"], patch_size=1, resnet_stages=(3, 4, 6, 3)),
-    ),
-    "ConViT_Ti": (ConViT, _convit(4, 48)),
-    "ConViT_S": (ConViT, _convit(9, 48)),
-    "ConViT_B": (ConViT, _convit(16, 48)),
-    "ConViT_Ti_plus": (ConViT, _convit(4, 64)),
-    "ConViT_S_plus": (ConViT, _convit(9, 64)),
-    "ConViT_B_plus": (ConViT, _convit(16, 64)),
-}
+# name -> (builder, keyword arguments), from the one table.
+VARIANTS = {name: (_BUILDERS[builder], config) for name, (builder, config) in ARCHITECTURES.items()}
 
 # A few-thousand-parameter model of each family, for tests and quick trials.
 TESTING_VARIANTS = {
@@ -71,45 +25,70 @@ TESTING_VARIANTS = {
 }
 
 
-def build_variant(name, weights=None, **kwargs):
+def build_variant(variant, /, weights=None, **kwargs):
     """Builds the named variant; keyword arguments override the table.
 
     Args:
-        name: str. A key of `VARIANTS`, e.g. `"ViT_B16"`.
-        weights: str or None. A checkpoint file, or the name of a known
-            checkpoint of this variant (e.g. `"imagenet21k+imagenet2012"`, see
-            `keras_vit.weights.KNOWN_CHECKPOINTS`), whose training settings
-            (classes, resolution, pre-logits) become the defaults.
+        variant: str. A key of `VARIANTS`, e.g. `"ViT_B16"`. Positional only, so
+            that `name=` names the model, as in the builders.
+        weights: str, path or None. A checkpoint file, or a known checkpoint
+            (e.g. `"imagenet21k+imagenet2012"`, or `"ViT_B16/imagenet21k"`; see
+            `keras_vit.weights.KNOWN_CHECKPOINTS`) whose training settings
+            (classes, resolution, pre-logits) become the defaults. A known
+            checkpoint is checked against the variant before anything is built
+            or downloaded.
         **kwargs: Any argument of `VisionTransformer` or `ConViT`.
 
     Returns:
         A `keras.Model`.
+
+    Raises:
+        ValueError: for an unknown variant, an unknown checkpoint name, or a
+            known checkpoint of another architecture.
+        TypeError: for a keyword argument the variant's builder does not take.
     """
-    if name not in VARIANTS:
+    if not isinstance(variant, str) or variant not in VARIANTS:
         raise ValueError(
-            f"Unknown variant. Expected one of {sorted(VARIANTS)}. Received: name={name!r}"
+            f"Unknown variant. Expected one of {sorted(VARIANTS)}. Received: variant={variant!r}"
         )
-    builder, config = VARIANTS[name]
-    if weights is not None and not os.path.exists(weights):
-        known = known_checkpoint(name, weights)
-        if known is not None:
-            kwargs = {**known.config, **kwargs}
-    return builder(**{"name": name.lower(), **config, **kwargs}, weights=weights)
+    builder, config = VARIANTS[variant]
+    _check_keywords(variant, builder, kwargs)
+    if weights is not None and not is_checkpoint_file(weights):
+        key, known = find_checkpoint(weights, variant)
+        kwargs = {**known.config, **kwargs}
+        check_fits(key, architecture(builder.__name__, {**config, **kwargs}), variant)
+        # The full name, since `name=` may have renamed the model.
+        weights = key
+    return builder(**{"name": variant.lower(), **config, **kwargs}, weights=weights)
 
 
-def _make_builder(name):
-    builder, config = VARIANTS[name]
+def _check_keywords(variant, builder, kwargs):
+    """Raises a TypeError naming any keyword the builder does not take, with a near match."""
+    accepted = set(inspect.signature(builder).parameters) - {"weights"}
+    for key in sorted(set(kwargs) - accepted):
+        close = difflib.get_close_matches(key, accepted, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise TypeError(
+            f"{variant} (a {builder.__name__}) got an unexpected keyword argument {key!r}.{hint} "
+            f"Accepted: {sorted(accepted)}"
+        )
+
+
+def _make_builder(variant):
+    builder, config = VARIANTS[variant]
     sizes = ", ".join(f"{key}={value}" for key, value in config.items())
+    own = sorted(key.split("/", 1)[1] for key in KNOWN_CHECKPOINTS if key.split("/")[0] == variant)
 
     def build(weights=None, **kwargs):
-        return build_variant(name, weights=weights, **kwargs)
+        return build_variant(variant, weights=weights, **kwargs)
 
-    build.__name__ = build.__qualname__ = name
+    build.__name__ = build.__qualname__ = variant
     build.__doc__ = (
-        f"Builds {name} ({sizes}).\n\n"
-        f"Args:\n    weights: A checkpoint file or a known checkpoint name of {name}.\n"
+        f"Builds {variant} ({sizes}).\n\n"
+        f"Args:\n    weights: A checkpoint file or a known checkpoint name of {variant}"
+        f"{f' ({own})' if own else ''}.\n"
         f"    **kwargs: Any argument of `{builder.__name__}`, e.g. `image_size`,\n"
-        f"        `num_classes`, `include_top`, `dtype`; they override the table.\n\n"
+        f"        `num_classes`, `include_top`, `dtype`, `name`; they override the table.\n\n"
         "Returns:\n    A `keras.Model`.\n"
     )
     return build

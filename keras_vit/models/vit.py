@@ -6,11 +6,14 @@ import numpy as np
 from keras_vit.layers.bit import ResNetStage, StandardizedConv2D
 from keras_vit.layers.patching import ClassToken, PatchEncoder, Patches
 from keras_vit.layers.transformer import TransformerBlock
+from keras_vit.layers.validation import check_positive_int
 from keras_vit.models.common import (
     check_common_args,
     check_grid,
-    finish_model,
+    check_model_args,
     classification_head,
+    finish_model,
+    image_input,
     pool,
     preprocess,
 )
@@ -22,6 +25,21 @@ def resnet_feature_size(image_size, resnet_stages):
     for _ in range(2 + max(len(resnet_stages) - 1, 0)):
         size = -(-size // 2)  # "same" padding rounds up
     return tuple(int(s) for s in size)
+
+
+def check_resnet_args(resnet_stages, resnet_width):
+    """Returns `resnet_stages` as a tuple (or None), after checking both arguments."""
+    check_positive_int(resnet_width, "resnet_width")
+    if resnet_stages is None:
+        return None
+    stages = tuple(resnet_stages) if isinstance(resnet_stages, (list, tuple)) else None
+    if stages is None or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in stages):
+        raise ValueError(
+            "`resnet_stages` must be None (a pure ViT) or a tuple with the positive "
+            "number of units of each ResNet stage, `()` for the root alone. "
+            f"Received: resnet_stages={resnet_stages!r}"
+        )
+    return stages
 
 
 def bit_resnet(x, resnet_stages, width, dtype):
@@ -115,26 +133,35 @@ def VisionTransformer(
         remat: bool. Recompute each transformer block in the backward pass
             instead of storing its activations: less memory for about a third
             more compute, so larger batches fit. Defaults to `False`.
-        weights: str or None. A checkpoint file to load (see
-            `keras_vit.load_weights`). Defaults to `None` (random init).
+        weights: str, path or None. A checkpoint file or a known checkpoint
+            name to load (see `keras_vit.load_weights`). Defaults to `None`
+            (random init).
         name: str. Model name.
 
     Returns:
-        A `keras.Model` taking `(batch, height, width, num_channels)` images.
+        A `keras.Model` taking `(batch, height, width, num_channels)` images;
+        a batch of another shape raises a `ValueError` naming `num_channels`
+        or `image_size`.
+
+    Raises:
+        ValueError: for an invalid argument, naming it.
     """
     image_size, patch_size = check_common_args(
         image_size, patch_size, num_channels, hidden_size, num_layers, num_heads, mlp_dim,
         pooling, preprocessing, dropout_rate, attention_dropout_rate, drop_path_rate,
     )
+    check_model_args(
+        num_classes, include_top, representation_size, classifier_activation, dtype, remat, weights, name
+    )
+    resnet_stages = check_resnet_args(resnet_stages, resnet_width)
     if resnet_stages is not None:
-        resnet_stages = tuple(resnet_stages)
         feature_size = resnet_feature_size(image_size, resnet_stages)
     else:
         feature_size = image_size
     check_grid(feature_size, patch_size, image_size)
 
-    images = keras.Input((*image_size, num_channels), name="images")
-    x = preprocess(images, preprocessing, num_channels, dtype)
+    images, x = image_input(image_size, num_channels, dtype)
+    x = preprocess(x, preprocessing, num_channels, dtype)
     if resnet_stages is not None:
         x = bit_resnet(x, resnet_stages, resnet_width, dtype)
     x = Patches(patch_size, dtype=dtype, name="patches")(x)

@@ -17,13 +17,34 @@ import numpy as np
 _OFFICIAL_PREFIXES = ("params/img/", "params/", "opt/target/")
 
 
+def _require_ndim(key, value, ndims, layout):
+    """Raises a ValueError naming `key` unless `value` has one of the ranks `ndims`.
+
+    The conversions below index and transpose by axis, so a malformed entry
+    would otherwise fail inside numpy with a message that names no entry.
+    """
+    if value.ndim not in ndims:
+        raise ValueError(f"entry {key!r} has shape {tuple(value.shape)}; expected {layout}.")
+
+
+def _sequence(key, value):
+    """A `(1, N, D)` or `(N, D)` position embedding as `(N, D)`."""
+    _require_ndim(key, value, (2, 3), "(1, positions, hidden) or (positions, hidden) position embeddings")
+    if value.ndim == 3 and value.shape[0] != 1:
+        raise ValueError(
+            f"entry {key!r} has shape {tuple(value.shape)}; expected (1, positions, hidden)."
+        )
+    return value.reshape(value.shape[-2], value.shape[-1])
+
+
 def _conv_kernel_to_dense(kernel):
     """(kh, kw, C, D) convolution kernel -> (kh * kw * C, D) kernel of `PatchEncoder`."""
     return kernel.reshape(-1, kernel.shape[-1])
 
 
-def _torch_conv_to_keras(weight):
+def _torch_conv_to_keras(key, weight):
     """PyTorch (out, in, kh, kw) -> Keras (kh, kw, in, out)."""
+    _require_ndim(key, weight, (4,), "an (out, in, height, width) convolution weight")
     return weight.transpose(2, 3, 1, 0)
 
 
@@ -33,6 +54,8 @@ def _unscan(arrays, prefix):
     out = {}
     for key, value in arrays.items():
         if key.startswith(scanned):
+            if value.ndim == 0:
+                raise ValueError(f"entry {key!r} has shape (); expected a scanned array with the blocks on axis 0.")
             for index in range(value.shape[0]):
                 out[f"{prefix}Transformer/encoderblock_{index}/{key[len(scanned):]}"] = value[index]
         else:
@@ -66,13 +89,14 @@ def convert_official_npz(arrays):
         value = arrays[key]
         target = None
         if name == "embedding/kernel":
+            _require_ndim(key, value, (4,), "a (patch_height, patch_width, channels, hidden) patch kernel")
             weights["patch_encoder/projection/kernel"] = _conv_kernel_to_dense(value)
         elif name == "embedding/bias":
             weights["patch_encoder/projection/bias"] = value
         elif name == "cls":
             weights["class_token/token"] = value.reshape(-1)
         elif name in ("Transformer/posembed_input/pos_embedding", "pos_embedding"):
-            sequence = value.reshape(value.shape[-2], value.shape[-1])
+            sequence = _sequence(key, value)
             if not big_vision and "cls" in names:
                 weights["class_token/position_embedding"] = sequence[0]
                 sequence = sequence[1:]
@@ -93,11 +117,17 @@ def convert_official_npz(arrays):
             target = f"encoderblock_{m[1]}/mlp/fc{int(m[2]) + 1}/{m[3]}"
         elif m := re.fullmatch(block + attention + r"/(query|key|value)/(kernel|bias)", name):
             # (D, heads, head_dim) kernels and (heads, head_dim) biases.
+            if m[3] == "kernel":
+                _require_ndim(key, value, (3,), "a (hidden, heads, head_dim) kernel")
+            else:
+                _require_ndim(key, value, (2,), "a (heads, head_dim) bias")
             flat = value.reshape(value.shape[0], -1) if m[3] == "kernel" else value.reshape(-1)
             qkv.setdefault((m[1], m[3]), {})[m[2]] = flat
         elif m := re.fullmatch(block + attention + r"/out/(kernel|bias)", name):
             target = f"encoderblock_{m[1]}/attention/out/{m[2]}"
-            value = value.reshape(-1, value.shape[-1]) if m[2] == "kernel" else value
+            if m[2] == "kernel":
+                _require_ndim(key, value, (3,), "a (heads, head_dim, hidden) kernel")
+                value = value.reshape(-1, value.shape[-1])
         else:
             unused[key] = "no keras_vit weight has this name"
         if target is not None:
@@ -107,6 +137,12 @@ def convert_official_npz(arrays):
             missing = sorted({"query", "key", "value"} - set(parts))
             raise ValueError(
                 f"Block {index} of the checkpoint lacks its attention {missing} {kind}."
+            )
+        shapes = {part: array.shape for part, array in parts.items()}
+        if len(set(shapes.values())) != 1:
+            raise ValueError(
+                f"the attention query, key and value {kind}s of block {index} differ "
+                f"in shape: {shapes} (after flattening the heads)."
             )
         weights[f"encoderblock_{index}/attention/qkv/{kind}"] = np.concatenate(
             [parts["query"], parts["key"], parts["value"]], axis=-1
@@ -160,18 +196,18 @@ def convert_timm(arrays):
         if key == "cls_token":
             weights["class_token/token"] = value.reshape(-1)
         elif key == "pos_embed":
-            sequence = value.reshape(value.shape[-2], value.shape[-1])
+            sequence = _sequence(key, value)
             if "cls_token" in arrays and not is_convit:
                 weights["class_token/position_embedding"] = sequence[0]
                 sequence = sequence[1:]
             position = sequence
         elif key == "patch_embed.proj.weight":
-            weights["patch_encoder/projection/kernel"] = _conv_kernel_to_dense(_torch_conv_to_keras(value))
+            weights["patch_encoder/projection/kernel"] = _conv_kernel_to_dense(_torch_conv_to_keras(key, value))
         elif key == "patch_embed.proj.bias":
             weights["patch_encoder/projection/bias"] = value
         elif m := re.fullmatch(r"patch_embed\.backbone\.(?:stem\.)?(conv|norm)\.weight", key):
             weights["conv_root/kernel" if m[1] == "conv" else "gn_root/gamma"] = (
-                _torch_conv_to_keras(value) if m[1] == "conv" else value
+                _torch_conv_to_keras(key, value) if m[1] == "conv" else value
             )
         elif key in ("patch_embed.backbone.stem.norm.bias", "patch_embed.backbone.norm.bias"):
             weights["gn_root/beta"] = value
@@ -182,7 +218,7 @@ def convert_timm(arrays):
             layer = {"downsample.conv": "conv_proj", "downsample.norm": "gn_proj"}.get(m[3], m[3].replace("norm", "gn"))
             unit = f"block{int(m[1]) + 1}/unit{int(m[2]) + 1}/{layer}"
             if layer.startswith("conv"):
-                weights[f"{unit}/kernel"] = _torch_conv_to_keras(value)
+                weights[f"{unit}/kernel"] = _torch_conv_to_keras(key, value)
             else:
                 weights[f"{unit}/{'gamma' if m[4] == 'weight' else 'beta'}"] = value
         elif m := re.fullmatch(r"blocks\.(\d+)\.(.+)", key):

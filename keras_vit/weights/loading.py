@@ -4,13 +4,19 @@ import dataclasses
 import math
 import os
 
+import keras
 import numpy as np
 from keras import ops
 
+from keras_vit.architectures import architecture
+from keras_vit.layers.bit import ResNetStage
+from keras_vit.layers.patching import PatchEncoder, Patches
+from keras_vit.layers.transformer import TransformerBlock
+from keras_vit.layers.validation import check_bool
 from keras_vit.weights.converters import CONVERTERS
 from keras_vit.weights.position_embedding import resample_position_embedding
 from keras_vit.weights.readers import read_checkpoint
-from keras_vit.weights.registry import KNOWN_CHECKPOINTS, fetch, known_checkpoint
+from keras_vit.weights.registry import check_fits, fetch, find_checkpoint, is_checkpoint_file
 
 _POSITION = "patch_encoder/position_embedding"
 # Model weights a checkpoint may lack without an error: the classifier (feature
@@ -64,17 +70,46 @@ class LoadReport:
         return self.table()
 
 
-def resolve_checkpoint(checkpoint, model_name=None):
-    """A local path, or the cached download of a known checkpoint name."""
-    if os.path.exists(checkpoint):
-        return checkpoint
-    known = known_checkpoint(model_name or "", checkpoint)
-    if known is None:
-        raise ValueError(
-            "`weights` must be a checkpoint file or a known checkpoint name, one of "
-            f"{sorted(KNOWN_CHECKPOINTS)} (or its part after '/' for a model built by "
-            f"that variant's builder). Received: weights={checkpoint!r}"
-        )
+def model_architecture(model):
+    """The architecture of a keras_vit model, read from its layers (see `keras_vit.architectures`).
+
+    Returns None for a model without a `PatchEncoder` (not a keras_vit graph):
+    then only the weight shapes are checked, after reading the file.
+    """
+    layers = model.layers
+    encoder = next((layer for layer in layers if isinstance(layer, PatchEncoder)), None)
+    if encoder is None:
+        return None
+    blocks = [layer for layer in layers if isinstance(layer, TransformerBlock)]
+    patches = next((layer for layer in layers if isinstance(layer, Patches)), None)
+    num_gpsa_layers = sum(block.use_gpsa for block in blocks)
+    arguments = {
+        "hidden_size": encoder.hidden_size,
+        "num_layers": len(blocks),
+        "num_gpsa_layers": num_gpsa_layers,
+    }
+    inputs = getattr(model, "inputs", None)
+    if inputs:
+        arguments["num_channels"] = inputs[0].shape[-1]
+    if blocks:
+        arguments.update(num_heads=blocks[0].num_heads, mlp_dim=blocks[0].mlp_dim)
+    if patches is not None:
+        arguments["patch_size"] = patches.patch_size
+    if any(layer.name == "conv_root" for layer in layers):
+        arguments["resnet_stages"] = tuple(l.num_units for l in layers if isinstance(l, ResNetStage))
+    return architecture("ConViT" if num_gpsa_layers else "VisionTransformer", arguments)
+
+
+def resolve_checkpoint(checkpoint, model):
+    """A local path, or the cached download of a known checkpoint that fits `model`.
+
+    A known name is checked against the model's architecture first, so that a
+    checkpoint of another size is refused before anything is downloaded.
+    """
+    if is_checkpoint_file(checkpoint):
+        return os.fspath(checkpoint)
+    key, known = find_checkpoint(checkpoint, model.name)
+    check_fits(key, model_architecture(model), f"the model {model.name!r}")
     return fetch(known)
 
 
@@ -113,8 +148,10 @@ def load_weights(model, checkpoint, strict=False, keep_pre_logits=False):
 
     Args:
         model: A keras_vit `keras.Model`.
-        checkpoint: str. A file path or a known name (see `KNOWN_CHECKPOINTS`;
-            `"imagenet21k"` alone works for a model named by its builder).
+        checkpoint: str or path. A file path or a known name (see
+            `KNOWN_CHECKPOINTS`; `"imagenet21k"` alone works for a model named
+            by its builder). A known name is checked against the model's
+            architecture before it is downloaded.
         strict: bool. Raise on anything but an exact match (resampling, head
             surgery, skipped or missing weights). Defaults to `False`.
         keep_pre_logits: bool. Keep the checkpoint's pre-logits layer when the
@@ -124,14 +161,26 @@ def load_weights(model, checkpoint, strict=False, keep_pre_logits=False):
         A `LoadReport`.
 
     Raises:
-        ValueError: for an unreadable or unknown file, a weight of another
+        ValueError: for an unreadable, malformed or unknown file, a known name
+            of another architecture (before downloading), a weight of another
             shape (a checkpoint of another model size), a model weight the
             checkpoint lacks, or, with `strict`, any mismatch; the message names
             the file and the keys.
     """
-    source = resolve_checkpoint(checkpoint, model.name)
+    if not isinstance(model, keras.Model):
+        raise ValueError(
+            "`model` must be a keras_vit `keras.Model` (the first argument; the "
+            f"checkpoint is the second). Received: model={model!r}"
+        )
+    check_bool(strict, "strict")
+    check_bool(keep_pre_logits, "keep_pre_logits")
+    source = resolve_checkpoint(checkpoint, model)
     fmt, arrays = read_checkpoint(source)
-    weights, position, unused = CONVERTERS[fmt](arrays)
+    try:
+        weights, position, unused = CONVERTERS[fmt](arrays)
+    except ValueError as error:
+        # Converters see arrays only; the file belongs in the message too.
+        raise ValueError(f"{source}: {error}") from None
     report = LoadReport(source=source, format=fmt)
     report.skipped.extend(unused.items())
     variables = {v.path: v for v in model.weights}
@@ -157,6 +206,13 @@ def load_weights(model, checkpoint, strict=False, keep_pre_logits=False):
 
     head = variables.get("head/kernel")
     source_head = weights.get("head/kernel")
+    if source_head is not None and source_head.ndim != 2:
+        # Checked before the head surgery below, which would otherwise take a
+        # malformed head for one of another number of classes and drop it.
+        raise ValueError(
+            f"{source}: weight 'head/kernel' has shape {tuple(source_head.shape)} in the "
+            "checkpoint; expected a 2-D (features, classes) kernel."
+        )
     replace_head = head is not None and source_head is not None and tuple(source_head.shape) != tuple(head.shape)
     if replace_head:
         reason = (

@@ -2,17 +2,31 @@
 
 Names are `"<Variant>/<checkpoint>"`, e.g. `"ViT_B16/imagenet21k+imagenet2012"`.
 Files are fetched with `keras.utils.get_file` into the Keras cache
-(`~/.keras/models/keras_vit/`). Where a sha256 is recorded, a download whose hash
-differs (corrupt or partial) raises and is not used. Entries whose sha256 is not
-yet recorded (`None`) are checked structurally instead: the readers verify every
-zip CRC of an `.npz` and the declared size of a `.safetensors`.
+(`~/.keras/models/keras_vit/`), and every use of a cached file is verified:
+
+- An entry with a pinned `sha256` is checked against it after every fetch; a
+  file whose hash differs is removed and refused.
+- No entry has a pinned hash yet (none could be established from a source
+  independent of the download itself), so all are trust-on-first-use: the
+  sha256 of the file is recorded beside it (`<file>.sha256`) at its first use
+  and every later use recomputes and compares it, refusing a file that changed
+  since. This detects a cached file that was corrupted or replaced; it cannot
+  tell whether the first download was the genuine file.
+
+Independently, the readers verify every zip CRC of an `.npz` and the declared
+size and header of a `.safetensors`, and a known checkpoint is checked against
+the model's architecture before anything is downloaded.
 """
 
 import dataclasses
 import hashlib
 import os
+import re
 
 import keras
+
+from keras_vit.architectures import ARCHITECTURES, architecture, mismatches
+from keras_vit.utils import write_text_atomically
 
 
 # Cache root for downloads; `None` is Keras' own (`~/.keras` or $KERAS_HOME).
@@ -25,10 +39,12 @@ class KnownCheckpoint:
 
     Attributes:
         url: str. Where to download it from.
-        sha256: str or None. Hash of the file, when recorded.
+        sha256: str or None. The file's pinned sha256 (hex); None for
+            trust-on-first-use verification (see the module docstring).
         config: dict. Builder arguments the checkpoint was trained with (e.g.
-            `num_classes`, `representation_size`, `image_size`); they are the
-            defaults when a builder is given this checkpoint's name.
+            `num_classes`, `representation_size`, `image_size`, `num_channels`);
+            they are the defaults when a builder is given this checkpoint's name.
+            Its architecture is that of the variant the name starts with.
     """
 
     url: str
@@ -39,10 +55,13 @@ class KnownCheckpoint:
 _VIT = "https://storage.googleapis.com/vit_models"
 _AUGREG = f"{_VIT}/augreg"
 _HF = "https://huggingface.co/timm"
+# Every known checkpoint takes RGB images; stated so that a model of other
+# channels is refused before the download, not after it.
+_RGB = {"num_channels": 3}
 # Fine-tuned on ImageNet-1k at 384 px (ViT Table 2, App. B.1.1).
-_FT384 = {"num_classes": 1000, "image_size": 384}
+_FT384 = {**_RGB, "num_classes": 1000, "image_size": 384}
 # Pre-trained on ImageNet-21k: 21843 classes and a pre-logits layer (ViT Sec. 3.1).
-_I21K = {"num_classes": 21843, "image_size": 224}
+_I21K = {**_RGB, "num_classes": 21843, "image_size": 224}
 
 
 def _i21k(width):
@@ -50,11 +69,11 @@ def _i21k(width):
 
 
 def _augreg(name):
-    return KnownCheckpoint(f"{_AUGREG}/{name}.npz", config={"num_classes": 1000, "image_size": 224})
+    return KnownCheckpoint(f"{_AUGREG}/{name}.npz", config={**_RGB, "num_classes": 1000, "image_size": 224})
 
 
 def _timm_hub(model_tag, **config):
-    return KnownCheckpoint(f"{_HF}/{model_tag}/resolve/main/model.safetensors", config=config)
+    return KnownCheckpoint(f"{_HF}/{model_tag}/resolve/main/model.safetensors", config={**_RGB, **config})
 
 
 KNOWN_CHECKPOINTS = {
@@ -103,9 +122,92 @@ KNOWN_CHECKPOINTS = {
 
 def known_checkpoint(variant, name):
     """Returns the `KnownCheckpoint` for `name` ("Variant/ckpt", or "ckpt" with `variant`), or None."""
-    key = name if "/" in name else f"{variant}/{name}"
-    lowered = {k.lower(): v for k, v in KNOWN_CHECKPOINTS.items()}
-    return lowered.get(key.lower())
+    key = _known_key(variant, name)
+    return None if key is None else KNOWN_CHECKPOINTS[key]
+
+
+def _known_key(variant, name):
+    """The `KNOWN_CHECKPOINTS` key that `name` means (case-insensitive), or None."""
+    if not isinstance(name, str):
+        return None
+    wanted = (name if "/" in name else f"{variant}/{name}").lower()
+    return next((key for key in KNOWN_CHECKPOINTS if key.lower() == wanted), None)
+
+
+def is_checkpoint_file(weights):
+    """True when `weights` is a path (str or `os.PathLike`) that exists."""
+    return isinstance(weights, (str, os.PathLike)) and os.path.exists(weights)
+
+
+def find_checkpoint(weights, variant=None):
+    """Resolves a known checkpoint name; nothing is downloaded.
+
+    Args:
+        weights: The `weights` argument: `"Variant/ckpt"`, or `"ckpt"` for a
+            model of `variant`.
+        variant: str or None. The variant (or model) name that a short name
+            belongs to; compared case-insensitively.
+
+    Returns:
+        Tuple `(key, KnownCheckpoint)`, `key` as spelled in `KNOWN_CHECKPOINTS`.
+
+    Raises:
+        ValueError: for anything else, listing the known names (and those of
+            `variant`).
+    """
+    if not isinstance(weights, (str, os.PathLike)):
+        raise ValueError(
+            "`weights` must be a checkpoint file path or a known checkpoint name. "
+            f"Received: weights={weights!r} (of type {type(weights).__name__})"
+        )
+    key = _known_key(variant or "", weights)
+    if key is not None:
+        return key, KNOWN_CHECKPOINTS[key]
+    own = [k for k in KNOWN_CHECKPOINTS if variant and k.split("/")[0].lower() == variant.lower()]
+    hint = f"; {own[0].split('/')[0]}'s are {[k.split('/', 1)[1] for k in own]}" if own else ""
+    raise ValueError(
+        "`weights` must be a checkpoint file or a known checkpoint name, one of "
+        f"{sorted(KNOWN_CHECKPOINTS)} (or its part after '/' for a model built by "
+        f"that variant's builder{hint}). Received: weights={os.fspath(weights)!r}"
+    )
+
+
+def checkpoint_architecture(key):
+    """The architecture (see `keras_vit.architectures`) of known checkpoint `key`, or None.
+
+    None for an entry whose variant is not in the table (nothing to compare).
+    """
+    variant = key.split("/")[0]
+    if variant not in ARCHITECTURES:
+        return None
+    builder, config = ARCHITECTURES[variant]
+    return architecture(builder, {**config, **KNOWN_CHECKPOINTS[key].config})
+
+
+def check_fits(key, actual, target):
+    """Raises unless known checkpoint `key` fits the architecture `actual`; downloads nothing.
+
+    Args:
+        key: str. A `KNOWN_CHECKPOINTS` key.
+        actual: dict. The architecture of the model to load into (see
+            `keras_vit.architectures.architecture`), or None to skip.
+        target: str. The model or variant, for the message.
+
+    Raises:
+        ValueError: naming the checkpoint, its variant, the model and every
+            field that differs.
+    """
+    expected = checkpoint_architecture(key)
+    if expected is None or actual is None:
+        return
+    problems = mismatches(expected, actual)
+    if problems:
+        raise ValueError(
+            f"The checkpoint {key!r} is one of {key.split('/')[0]} and does not fit "
+            f"{target}: {', '.join(problems)} (checkpoint vs model). Nothing was "
+            f"downloaded. keras_vit.{key.split('/')[0]}(weights={key!r}) builds a model "
+            "that it fits."
+        )
 
 
 def _sha256(path):
@@ -116,34 +218,70 @@ def _sha256(path):
     return digest.hexdigest()
 
 
+def _cache_name(checkpoint):
+    fname = checkpoint.url.rstrip("/").split("/")[-1]
+    if fname == "model.safetensors":  # hub files all share one name
+        fname = checkpoint.url.split("/")[-4] + ".safetensors"
+    return fname
+
+
 def fetch(checkpoint, cache_dir=None):
-    """Downloads a known checkpoint into the Keras cache (once) and returns its path.
+    """Downloads a known checkpoint into the Keras cache (once) and returns its verified path.
 
     Args:
         checkpoint: `KnownCheckpoint`.
         cache_dir: str or None. Cache root; defaults to `CACHE_DIR`.
 
     Raises:
-        ValueError: if the file's sha256 differs from the recorded one; the bad
-            file is removed so that the next call downloads it again.
+        ValueError: if the file's sha256 differs from the pinned one (the file
+            is removed, so the next call downloads it again), or, for an entry
+            without a pin, from the one recorded at its first use.
     """
-    fname = checkpoint.url.rstrip("/").split("/")[-1]
-    if fname == "model.safetensors":  # hub files all share one name
-        fname = checkpoint.url.split("/")[-4] + ".safetensors"
     cache_dir = cache_dir or CACHE_DIR
     if cache_dir is not None:
         # get_file falls back to /tmp/.keras for a root that does not exist yet.
         os.makedirs(cache_dir, exist_ok=True)
     path = keras.utils.get_file(
-        fname=fname,
+        fname=_cache_name(checkpoint),
         origin=checkpoint.url,
         cache_dir=cache_dir,
         cache_subdir=os.path.join("models", "keras_vit"),
     )
-    if checkpoint.sha256 is not None and _sha256(path) != checkpoint.sha256:
+    actual = _sha256(path)
+    if checkpoint.sha256 is not None:
+        _check_pinned(checkpoint, path, actual)
+    else:
+        _check_recorded(path, actual)
+    return path
+
+
+def _check_pinned(checkpoint, path, actual):
+    if actual != checkpoint.sha256:
         os.remove(path)
         raise ValueError(
             f"The download of {checkpoint.url} is corrupt or incomplete: its sha256 "
-            f"is not the recorded {checkpoint.sha256}. The file was removed; try again."
+            f"is not the recorded {checkpoint.sha256} but {actual}. The file {path} "
+            "was removed; try again."
         )
-    return path
+
+
+def _check_recorded(path, actual):
+    """Trust on first use: records the hash beside `path`, or compares with the record."""
+    record = f"{path}.sha256"
+    if not os.path.exists(record):
+        write_text_atomically(record, f"{actual}  {os.path.basename(path)}\n")
+        return
+    with open(record) as f:
+        recorded = f.read().split()[:1]
+    if not recorded or not re.fullmatch(r"[0-9a-f]{64}", recorded[0]):
+        raise ValueError(
+            f"The hash record {record} of the cached checkpoint {path} is damaged "
+            f"(expected a sha256 in hex). Delete both files to download the checkpoint again."
+        )
+    if recorded[0] != actual:
+        raise ValueError(
+            f"The cached checkpoint {path} changed since its first use: its sha256 "
+            f"is {actual} but {recorded[0]} was recorded in {record}. Refusing to "
+            f"load it. Delete {path} to download it again (and {record} as well if "
+            "the published file itself was replaced)."
+        )

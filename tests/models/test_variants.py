@@ -85,5 +85,5 @@ def test_convit_counts_follow_table_1(name, num_heads, head_dim, table_millions)
 
 
 def test_unknown_variant_is_a_clear_error():
-    with pytest.raises(ValueError, match=r"Unknown variant. Expected one of \[.*'ViT_B16'.*\]. Received: name='ViT_Q16'"):
+    with pytest.raises(ValueError, match=r"Unknown variant. Expected one of \[.*'ViT_B16'.*\]. Received: variant='ViT_Q16'"):
         keras_vit.build_variant("ViT_Q16")

@@ -1,0 +1,93 @@
+"""The named variants' architectures, as plain data, and how to compare two.
+
+Sizes are those of ViT Table 1 (Ti and S from DeiT), the hybrids of ViT Sec. 4.1
+and App. D (R+Ti/16, R26+S/32 and R26+B/32 as published with the AugReg
+checkpoints), and ConViT Table 1 (`D_emb = 48 N_h`; the "+" models 64 N_h).
+
+The table lives here, apart from the builders (`keras_vit.models.variants`
+turns it into `VARIANTS`), so that the weight loader can check a known
+checkpoint against a model before downloading it without importing the models
+package, which imports the loader.
+"""
+
+from keras_vit.layers.validation import to_pair
+
+# Width, depth, heads and MLP size of the transformer sizes.
+VIT_SIZES = {
+    "Ti": dict(hidden_size=192, num_layers=12, num_heads=3, mlp_dim=768),
+    "S": dict(hidden_size=384, num_layers=12, num_heads=6, mlp_dim=1536),
+    "B": dict(hidden_size=768, num_layers=12, num_heads=12, mlp_dim=3072),
+    "L": dict(hidden_size=1024, num_layers=24, num_heads=16, mlp_dim=4096),
+    "H": dict(hidden_size=1280, num_layers=32, num_heads=16, mlp_dim=5120),
+}
+
+
+def _convit(num_heads, head_dim):
+    width = num_heads * head_dim
+    # ConViT Sec. 4: GPSA in the first 10 of the 12 blocks, at every size.
+    return dict(hidden_size=width, num_layers=12, num_heads=num_heads, mlp_dim=4 * width,
+                num_gpsa_layers=10)
+
+
+# name -> (builder name, keyword arguments). `test_variants.py` pins the
+# parameter count of every entry, so an entry added here without a count fails.
+ARCHITECTURES = {
+    "ViT_Ti16": ("VisionTransformer", dict(VIT_SIZES["Ti"], patch_size=16)),
+    "ViT_S16": ("VisionTransformer", dict(VIT_SIZES["S"], patch_size=16)),
+    "ViT_B16": ("VisionTransformer", dict(VIT_SIZES["B"], patch_size=16)),
+    "ViT_B32": ("VisionTransformer", dict(VIT_SIZES["B"], patch_size=32)),
+    "ViT_B8": ("VisionTransformer", dict(VIT_SIZES["B"], patch_size=8)),
+    "ViT_L16": ("VisionTransformer", dict(VIT_SIZES["L"], patch_size=16)),
+    "ViT_L32": ("VisionTransformer", dict(VIT_SIZES["L"], patch_size=32)),
+    "ViT_H14": ("VisionTransformer", dict(VIT_SIZES["H"], patch_size=14)),
+    "R_ViT_Ti16": ("VisionTransformer", dict(VIT_SIZES["Ti"], patch_size=8, resnet_stages=())),
+    "R26_ViT_S32": ("VisionTransformer", dict(VIT_SIZES["S"], patch_size=1, resnet_stages=(2, 2, 2, 2))),
+    "R26_ViT_B32": ("VisionTransformer", dict(VIT_SIZES["B"], patch_size=1, resnet_stages=(2, 2, 2, 2))),
+    "R50_ViT_B16": ("VisionTransformer", dict(VIT_SIZES["B"], patch_size=1, resnet_stages=(3, 4, 9))),
+    "R50_ViT_L32": ("VisionTransformer", dict(VIT_SIZES["L"], patch_size=1, resnet_stages=(3, 4, 6, 3))),
+    "ConViT_Ti": ("ConViT", _convit(4, 48)),
+    "ConViT_S": ("ConViT", _convit(9, 48)),
+    "ConViT_B": ("ConViT", _convit(16, 48)),
+    "ConViT_Ti_plus": ("ConViT", _convit(4, 64)),
+    "ConViT_S_plus": ("ConViT", _convit(9, 64)),
+    "ConViT_B_plus": ("ConViT", _convit(16, 64)),
+}
+
+# The arguments that fix a checkpoint's weight shapes and what they compute.
+# Image size and classes are not among them: the loader resamples the position
+# embeddings and replaces the head.
+ARCHITECTURE_KEYS = (
+    "builder", "hidden_size", "num_layers", "num_heads", "mlp_dim", "patch_size",
+    "resnet_stages", "num_gpsa_layers", "num_channels",
+)
+
+
+def architecture(builder, arguments):
+    """The architecture fields of a builder call, in comparable form.
+
+    Args:
+        builder: str. `"VisionTransformer"` or `"ConViT"`.
+        arguments: dict. Builder arguments; other keys are ignored. A missing
+            `resnet_stages` means a pure ViT.
+
+    Returns:
+        Dict keyed by `ARCHITECTURE_KEYS` (those given, and `builder` and
+        `resnet_stages` always).
+    """
+    fields = {key: arguments[key] for key in ARCHITECTURE_KEYS if key in arguments}
+    fields["builder"] = builder
+    fields["resnet_stages"] = arguments.get("resnet_stages")
+    if fields["resnet_stages"] is not None:
+        fields["resnet_stages"] = tuple(fields["resnet_stages"])
+    if "patch_size" in fields:
+        fields["patch_size"] = to_pair(fields["patch_size"], "patch_size")
+    return fields
+
+
+def mismatches(expected, actual):
+    """`"key=expected vs key=actual"` for every field of `expected` that `actual` differs in."""
+    return [
+        f"{key}={expected[key]!r} vs {key}={actual.get(key)!r}"
+        for key in ARCHITECTURE_KEYS
+        if key in expected and key in actual and expected[key] != actual[key]
+    ]

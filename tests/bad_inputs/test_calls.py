@@ -1,0 +1,165 @@
+"""Bad inputs at call time: images of the wrong shape, unreadable image files, bad helper arguments.
+
+Run on both backends (KERAS_BACKEND=tensorflow and =jax): the shape check lives
+in the model graph (`ImageShapeCheck`), so it must hold wherever the graph runs.
+"""
+
+import os
+import re
+
+import keras
+import numpy as np
+import pytest
+from PIL import Image
+
+from keras_vit import utils
+from keras_vit.layers import ImageShapeCheck
+from keras_vit.models.variants import TESTING_VARIANTS
+
+FAMILIES = sorted(TESTING_VARIANTS)
+
+
+def build(family, **overrides):
+    builder, config = TESTING_VARIANTS[family]
+    return builder(**{**config, **overrides})
+
+
+def batch(shape, seed=0):
+    return np.random.default_rng(seed).uniform(0, 255, shape).astype("float32")
+
+
+# ---- images of the wrong shape ------------------------------------------------
+
+
+@pytest.mark.parametrize("preprocessing", ["inception", "imagenet", None])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_one_channel_batch_into_a_three_channel_model(family, preprocessing):
+    # Keras lets a trailing axis of 1 through its own input check, and the
+    # per-channel ImageNet preprocessing would then broadcast it silently.
+    model = build(family, preprocessing=preprocessing)
+    size = model.input_shape[1:3]
+    shape = (2, *size, 1)
+    message = rf"This model takes images with 3 channel\(s\) \(num_channels=3\); received a batch of shape \(2, {size[0]}, {size[1]}, 1\), with 1 channel\(s\)"
+    with pytest.raises(ValueError, match=message):
+        model(batch(shape))
+    with pytest.raises(ValueError, match=r"num_channels=3"):
+        model.predict(batch(shape), verbose=0)
+
+
+def test_one_channel_batch_still_refused_after_a_keras_round_trip(tmp_path):
+    model = build("convit", preprocessing="imagenet")
+    model.save(str(tmp_path / "m.keras"))
+    restored = keras.models.load_model(str(tmp_path / "m.keras"))
+    with pytest.raises(ValueError, match=r"\(num_channels=3\); received a batch of shape \(2, 32, 32, 1\)"):
+        restored(batch((2, 32, 32, 1)))
+
+
+def test_rgb_batch_into_a_grayscale_model():
+    model = build("vit", num_channels=1)
+    with pytest.raises(ValueError, match=r"takes images with 1 channel\(s\) \(num_channels=1\); received a batch of shape \(2, 32, 32, 3\)"):
+        model(batch((2, 32, 32, 3)))
+
+
+def test_one_channel_symbolic_input_when_nesting_the_model():
+    model = build("vit")
+    with pytest.raises(ValueError, match=r"\(num_channels=3\); received a batch of shape \(None, 32, 32, 1\)"):
+        model(keras.Input((32, 32, 1)))
+
+
+@pytest.mark.parametrize(
+    "shape,message",
+    [
+        ((2, 32, 32, 4), r"\(2, 32, 32, 4\)"),  # four channels into three
+        ((2, 64, 32, 3), r"\(2, 64, 32, 3\)"),  # twice the height of a fixed-size model
+        ((32, 32, 3), r"\(32, 32, 3\)"),  # a single image without its batch axis
+    ],
+)
+def test_other_shapes_are_refused_naming_the_shape(shape, message):
+    # Keras' functional input check (or ours) refuses these; either message shows the shape.
+    with pytest.raises(ValueError, match=message):
+        build("vit")(batch(shape))
+
+
+@pytest.mark.parametrize(
+    "shape,message",
+    [
+        ((2, 32, 32, 4), r"takes images with 3 channel\(s\) \(num_channels=3\); received a batch of shape \(2, 32, 32, 4\), with 4"),
+        ((2, 64, 32, 3), r"takes images of size \(32, 32\) \(image_size=\(32, 32\)\); received a batch of shape \(2, 64, 32, 3\)"),
+        ((2, 32, 48, 3), r"image_size=\(32, 32\)\); received a batch of shape \(2, 32, 48, 3\)"),
+        ((32, 32, 3), r"takes a batch of images of shape \(batch, 32, 32, 3\); received a tensor of shape \(32, 32, 3\). For a single image add a batch axis"),
+        ((1, 2, 32, 32, 3), r"received a tensor of shape \(1, 2, 32, 32, 3\)"),
+    ],
+)
+def test_image_shape_check_names_what_differs(shape, message):
+    layer = ImageShapeCheck((32, 32), 3)
+    with pytest.raises(ValueError, match=message):
+        layer(batch(shape))
+    with pytest.raises(ValueError, match=message):
+        layer.compute_output_shape(shape)
+
+
+# ---- load_image ---------------------------------------------------------------
+
+
+def test_load_image_missing_file(tmp_path):
+    path = str(tmp_path / "missing.jpg")
+    with pytest.raises(ValueError, match=rf"Cannot read the image '{re.escape(str(path))}': the file does not exist"):
+        utils.load_image(path)
+
+
+def test_load_image_directory(tmp_path):
+    with pytest.raises(ValueError, match=rf"Cannot read the image '{re.escape(str(tmp_path))}': the file is a directory"):
+        utils.load_image(str(tmp_path))
+
+
+def test_load_image_not_an_image(tmp_path):
+    path = tmp_path / "notes.jpg"
+    path.write_bytes(os.urandom(512))
+    with pytest.raises(ValueError, match=rf"Cannot read the image '{re.escape(str(path))}': not an image Pillow can decode, or a damaged one"):
+        utils.load_image(path)
+
+
+def test_load_image_truncated(tmp_path):
+    path = tmp_path / "cut.png"
+    pixels = np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=rf"Cannot read the image '{re.escape(str(path))}'"):
+        utils.load_image(str(path))
+
+
+def test_load_image_empty_file(tmp_path):
+    path = tmp_path / "empty.png"
+    path.write_bytes(b"")
+    with pytest.raises(ValueError, match=rf"Cannot read the image '{re.escape(str(path))}'"):
+        utils.load_image(str(path))
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"path": None}, r"`path` must be an image file path. Received: path=None"),
+        ({"image_size": "224"}, r"`image_size` must be a positive integer or a tuple of 2 positive integers. Received: image_size='224'"),
+        ({"image_size": (0, 224)}, r"Received: image_size=\(0, 224\)"),
+        ({"crop_fraction": "0.9"}, r"`crop_fraction` must be in \(0, 1\]. Received: crop_fraction='0.9'"),
+        ({"crop_fraction": 1.5}, r"`crop_fraction` must be in \(0, 1\]. Received: crop_fraction=1.5"),
+    ],
+)
+def test_load_image_bad_arguments(tmp_path, kwargs, message):
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / "a.png")
+    with pytest.raises(ValueError, match=message):
+        utils.load_image(**{"path": str(tmp_path / "a.png"), **kwargs})
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"top": 0}, r"`top` must be a positive integer. Received: top=0"),
+        ({"top": "5"}, r"`top` must be a positive integer. Received: top='5'"),
+        ({"predictions": np.zeros(1000)}, r"`predictions` must have shape \(batch, classes\). Received: shape=\(1000,\)"),
+    ],
+)
+def test_decode_predictions_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        utils.decode_predictions(**{"predictions": np.zeros((1, 1000)), **kwargs})

@@ -24,6 +24,8 @@ import threading
 import keras
 import numpy as np
 
+from keras_vit.utils import write_text_atomically
+
 KEEP = 2
 CHECKPOINT_NAME = re.compile(r"^ckpt-(\d+)$")
 # Temporary names of an interrupted save: `.ckpt-<step>.tmp-<pid>` and `latest.tmp-<pid>`.
@@ -31,21 +33,6 @@ LEFTOVER_NAME = re.compile(r"^(\.ckpt-\d+\.tmp-\d+|latest\.tmp-\d+)$")
 WEIGHTS_FILE = "model.weights.h5"
 OPTIMIZER_FILE = "optimizer.npz"
 MANIFEST_FILE = "manifest.json"
-
-
-def write_text_atomically(path, text):
-    """Writes `text` to a temporary file, syncs it, and renames it onto `path`."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
 
 
 def file_sha256(path):

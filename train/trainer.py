@@ -9,7 +9,8 @@ import time
 import keras
 
 from train import data as data_lib
-from train.checkpoints import CheckpointManager, PreemptionCheckpoint, write_text_atomically
+from keras_vit.utils import write_text_atomically
+from train.checkpoints import CheckpointManager, PreemptionCheckpoint
 from train.checks import check_config
 from train.export import export_saved_model, save_keras_atomically
 from train.modeling import build_model
@@ -46,6 +47,20 @@ class Throughput(keras.callbacks.Callback):
     def images_per_second(self):
         seconds = sum(t for _, t in (self.epochs[1:] or self.epochs))
         return self.timed_steps * self.batch_size / seconds if seconds else float("nan")
+
+
+def use_average_weights(model):
+    """Replaces the model's trainable weights by the optimizer's EMA (Polyak) averages.
+
+    Evaluation and export then use the averaged weights. Each weight gets a
+    buffer of its own: `finalize_variable_values` assigns the average's own
+    array, and on JAX a later jitted call that donates one of the two variables
+    would delete the array under the other (the "Array has been deleted" error
+    of saving after training).
+    """
+    model.optimizer.finalize_variable_values(model.trainable_variables)
+    for variable in model.trainable_variables:
+        variable.assign(keras.ops.convert_to_numpy(variable))
 
 
 def train(config, workdir, strategy=None, verbose="auto"):
@@ -101,8 +116,6 @@ def train(config, workdir, strategy=None, verbose="auto"):
             mixup=config.mixup, cutmix=config.cutmix,
         )
         callbacks = [checkpointing, throughput, keras.callbacks.TensorBoard(os.path.join(workdir, "logs"))]
-        if config.ema_decay is not None:
-            callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=False))
         checkpointing.install_signal_handler()
         try:
             history = model.fit(
@@ -133,8 +146,8 @@ def train(config, workdir, strategy=None, verbose="auto"):
     }
     if checkpointing.preempted:
         return summary
-    # fit() has assigned the EMA weights to the model if EMA is on: evaluation
-    # and export use the averaged weights.
+    if config.ema_decay is not None:
+        use_average_weights(model)
     results = model.evaluate(eval_ds, verbose=0, return_dict=True)
     summary["accuracy"] = float(results["accuracy"])
     summary["loss"] = float(results["loss"])

@@ -12,7 +12,8 @@ import os
 import re
 import shutil
 
-from train.checkpoints import CheckpointManager, write_text_atomically
+from keras_vit.utils import write_text_atomically
+from train.checkpoints import CheckpointManager
 
 CONFIG_FILE = "config.json"
 # What a run leaves behind once it has made progress worth protecting.

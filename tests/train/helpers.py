@@ -9,6 +9,8 @@ import sys
 import numpy as np
 from PIL import Image
 
+# The trainer runs on the backend of the test session (TensorFlow unless told).
+BACKEND = os.environ.get("KERAS_BACKEND", "tensorflow")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # A tiny ViT for 16 x 16 images: every run takes seconds.
 TINY_MODEL = '{"patch_size": 4, "hidden_size": 16, "num_layers": 1, "num_heads": 2, "mlp_dim": 32}'
@@ -72,7 +74,7 @@ def main_command(*flags):
 
 def run_main(*flags, timeout=300, env=None):
     """Runs train/main.py to completion; returns the CompletedProcess."""
-    environment = {**os.environ, "KERAS_BACKEND": "tensorflow", **(env or {})}
+    environment = {**os.environ, "KERAS_BACKEND": BACKEND, **(env or {})}
     return subprocess.run(
         main_command(*flags), capture_output=True, text=True, timeout=timeout, env=environment, cwd=ROOT
     )

@@ -12,6 +12,7 @@ import pytest
 
 import keras_vit  # noqa: F401  (registers the layers and schedules for loading)
 from tests.train.helpers import (
+    BACKEND,
     ROOT,
     TINY_MODEL,
     main_command,
@@ -112,7 +113,7 @@ def _wait_for_checkpoint(workdir, process, timeout=120):
 @pytest.mark.parametrize("kill_signal", [signal.SIGTERM, signal.SIGKILL])
 def test_killed_run_resumes_at_the_checkpointed_step_and_matches(tmp_path, idx_dir, kill_signal):
     flags = tiny_flags(tmp_path / "killed", idx_dir, "--epochs=4", "--checkpoint_every_steps=3")
-    environment = {**os.environ, "KERAS_BACKEND": "tensorflow"}
+    environment = {**os.environ, "KERAS_BACKEND": BACKEND}
     process = subprocess.Popen(main_command(*flags), cwd=ROOT, env=environment,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_for_checkpoint(tmp_path / "killed", process)

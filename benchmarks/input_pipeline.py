@@ -24,7 +24,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from train import data  # noqa: E402
+from train import data, pipeline  # noqa: E402
 
 
 def make_jpeg_folder(root, count, seed=0):
@@ -55,7 +55,7 @@ def tfds_folder_source(root):
 def time_pipeline(source, image_size, batch_size, threads, batches):
     # Only the epochs the measurement reads: each epoch is one more dataset in the chain.
     epochs = -(-(batches + 1) // max(source.size // batch_size, 1)) + 1
-    stream = data.make_train_dataset(source, (image_size, image_size), batch_size, seed=0,
+    stream = pipeline.make_train_dataset(source, (image_size, image_size), batch_size, seed=0,
                                      augmentation="inception_crop", end_epoch=epochs)
     options = tf.data.Options()
     if threads:

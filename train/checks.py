@@ -12,6 +12,7 @@ import keras_vit
 from keras_vit.schedules import DECAYS
 from keras_vit.weights.registry import known_checkpoint
 from train import data as data_lib
+from train import pipeline
 from train.modeling import GENERAL_BUILDERS, PRECISIONS, TRAINER_ARGUMENTS, builder_arguments
 from train.optimization import OPTIMIZERS
 
@@ -134,7 +135,7 @@ def check_config(config):
     check_choice(config, "optimizer", OPTIMIZERS)
     check_choice(config, "precision", PRECISIONS)
     check_choice(config, "decay", DECAYS)
-    check_choice(config, "augmentation", data_lib.AUGMENTATIONS)
+    check_choice(config, "augmentation", pipeline.AUGMENTATIONS)
     check_model(config)
     for field in ("batch_size", "epochs", "steps_per_execution"):
         check_positive_int(config, field)

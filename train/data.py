@@ -10,7 +10,6 @@ batches the interrupted one would have seen.
 
 import dataclasses
 import difflib
-import functools
 import gzip
 import os
 import struct
@@ -19,14 +18,12 @@ import threading
 import numpy as np
 import tensorflow as tf
 
-from train.mixing import mix_batch
 
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
 FASHION_MNIST_CLASSES = (
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
     "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
 )
-AUGMENTATIONS = ("inception_crop", "flip", "none")
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp")
 
 
@@ -42,6 +39,10 @@ class Source:
         native_size: tuple or None. Image size when all images share it.
         class_names: list of str.
         skipped: `SkipCounter` or None, for sources that can skip bad files.
+        read: callable or None. For sources with random access: an int64 index
+            -> `(uint8 image, int64 label, bool readable)`.
+        shard: callable or None. For streamed sources: a
+            `tf.distribute.InputContext` -> the dataset of that input pipeline.
     """
 
     dataset: tf.data.Dataset
@@ -51,6 +52,21 @@ class Source:
     native_size: tuple = None
     class_names: list = None
     skipped: "SkipCounter" = None
+    read: object = None
+    shard: object = None
+
+
+def array_source(images, labels, num_classes, class_names):
+    """A source held in memory: random access by index."""
+    images_t = tf.constant(images)
+    labels_t = tf.constant(labels.astype("int64"))
+
+    def read(index):
+        return tf.gather(images_t, index), tf.gather(labels_t, index), tf.constant(True)
+
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels.astype("int64")))
+    return Source(dataset, len(labels), num_classes, images.shape[-1], tuple(images.shape[1:3]),
+                  list(class_names), read=read)
 
 
 class SkipCounter:
@@ -104,8 +120,7 @@ def fashion_mnist(split, data_dir=None):
         return tfds_source("fashion_mnist", split, data_dir)
     images = read_idx(images_path)[..., None]
     labels = read_idx(os.path.join(directory, f"{prefix}-labels-idx1-ubyte.gz")).astype("int64")
-    dataset = tf.data.Dataset.from_tensor_slices((images, labels))
-    return Source(dataset, len(labels), 10, 1, (28, 28), list(FASHION_MNIST_CLASSES))
+    return array_source(images, labels, 10, FASHION_MNIST_CLASSES)
 
 
 class DataUnavailableError(RuntimeError):
@@ -168,13 +183,24 @@ def tfds_source(name, split, data_dir=None):
     image = info.features["image"]
     shape = image.shape
     native = tuple(shape[:2]) if None not in shape[:2] else None
+
+    def to_int64(x, y):
+        return x, tf.cast(y, tf.int64)
+
+    def shard(input_context):
+        # Each input pipeline (worker, TPU host) reads only its share of the files.
+        read_config = tfds.ReadConfig(input_context=input_context)
+        return builder.as_dataset(split=split, as_supervised=True, shuffle_files=False,
+                                  read_config=read_config).map(to_int64)
+
     return Source(
-        dataset.map(lambda x, y: (x, tf.cast(y, tf.int64))),
+        dataset.map(to_int64),
         info.splits[split].num_examples,
         label.num_classes,
         shape[-1] or 3,
         native,
         list(label.names),
+        shard=shard,
     )
 
 
@@ -219,21 +245,27 @@ def folder_source(root, split, channels=3):
             counter.add(path)
             return np.zeros((1, 1, channels), np.uint8), False
 
+    paths = tf.constant(files)
+    labels = tf.constant(np.asarray(labels, "int64"))
+
     def load(path, label):
         image, ok = tf.py_function(decode, [path], (tf.uint8, tf.bool))
         image.set_shape((None, None, channels))
         return image, label, ok
 
-    dataset = tf.data.Dataset.from_tensor_slices((files, np.asarray(labels, "int64")))
+    def read(index):
+        return load(tf.gather(paths, index), tf.gather(labels, index))
+
     def readable(image, label, ok):
         return ok
 
     def drop_flag(image, label, ok):
         return image, label
 
+    dataset = tf.data.Dataset.from_tensor_slices((paths, labels))
     dataset = dataset.map(load, num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.filter(readable).map(drop_flag)
-    return Source(dataset, len(files), len(classes), channels, None, classes, counter)
+    return Source(dataset, len(files), len(classes), channels, None, classes, counter, read=read)
 
 
 def synthetic(split, size=32, channels=3, examples=None):
@@ -247,8 +279,7 @@ def synthetic(split, size=32, channels=3, examples=None):
     labels = rng.integers(0, 4, count).astype("int64")
     noise = rng.integers(-25, 25, (count, size, size, channels))
     images = (30 + 60 * labels[:, None, None, None] + noise).clip(0, 255).astype(np.uint8)
-    dataset = tf.data.Dataset.from_tensor_slices((images, labels))
-    return Source(dataset, count, 4, channels, (size, size), ["dark", "dim", "bright", "brightest"])
+    return array_source(images, labels, 4, ["dark", "dim", "bright", "brightest"])
 
 
 def source_kind(name):
@@ -280,137 +311,3 @@ def load_source(name, split, data_dir=None):
             raise ValueError(f"Image folder not found. Received: dataset={name!r}")
         return folder_source(root, split)
     return tfds_source(name, split, data_dir)
-
-
-# ---- augmentation and batching --------------------------------------------------
-
-
-def inception_crop(image, size, seed, area=(0.05, 1.0)):
-    """Random crop of 5-100% of the area and 3/4-4/3 aspect, resized (Szegedy et al. 2015)."""
-    begin, crop_size, _ = tf.image.stateless_sample_distorted_bounding_box(
-        tf.shape(image), tf.zeros((0, 0, 4)), seed=seed, area_range=area,
-        aspect_ratio_range=(3 / 4, 4 / 3), use_image_if_no_bounding_boxes=True,
-    )
-    channels = image.shape[-1]
-    image = tf.slice(image, begin, crop_size)
-    image.set_shape((None, None, channels))  # the slice loses the static channel count
-    return tf.image.resize(image, size)
-
-
-def _resize(image, size):
-    return tf.image.resize(tf.cast(image, tf.float32), size)
-
-
-def augment(image, size, mode, seed):
-    """Training augmentation of one image; returns float32 in [0, 255]."""
-    if mode == "inception_crop":
-        image = inception_crop(image, size, seed)
-    else:
-        image = _resize(image, size)
-    if mode != "none":
-        image = tf.image.stateless_random_flip_left_right(image, seed=seed + [0, 1])
-    return tf.clip_by_value(image, 0.0, 255.0)
-
-
-def make_train_dataset(source, image_size, batch_size, seed, augmentation="inception_crop",
-                       start_epoch=0, skip_batches=0, end_epoch=None, randaugment=None,
-                       mixup=0.0, cutmix=0.0):
-    """Stream of training batches `(images, one_hot_labels)`, epoch after epoch.
-
-    Batch `b` of epoch `e` depends only on `(seed, e, b)`: order, crops, flips,
-    MixUp and CutMix draw from stateless seeds, so a resumed run continues with
-    exactly the batches the interrupted one would have seen. RandAugment is the
-    exception (keras-cv's layer keeps its own random state): after a resume its
-    choice of operations differs, while the images it is applied to and the
-    labels are the same.
-
-    Args:
-        source: `Source`.
-        image_size: tuple `(height, width)`.
-        batch_size: int. Global batch size; the last partial batch of each epoch
-            is dropped so that shapes are static (TPUs).
-        seed: int.
-        augmentation: one of `AUGMENTATIONS`.
-        start_epoch: int. First epoch of the stream (resuming).
-        skip_batches: int. Batches of `start_epoch` already trained on.
-        end_epoch: int. Epoch after the last one. Defaults to `start_epoch + 1`.
-        randaugment: int or None. RandAugment magnitude (0-10, keras-cv).
-        mixup: float. MixUp alpha; 0 disables.
-        cutmix: float. CutMix alpha; 0 disables.
-    """
-    if augmentation not in AUGMENTATIONS:
-        raise ValueError(f"`augmentation` must be one of {AUGMENTATIONS}. Received: augmentation={augmentation!r}")
-    if source.size < batch_size:
-        raise ValueError(
-            f"The training split has {source.size} examples, fewer than one batch "
-            f"(batch_size={batch_size})."
-        )
-    num_classes = source.num_classes
-    randaugment_layer = _randaugment(randaugment, seed)
-
-    def one_epoch(epoch):
-        data = source.dataset.shuffle(min(source.size, 50_000), seed=seed + epoch, reshuffle_each_iteration=False)
-        epoch_key = tf.constant((seed + epoch) * 7919, tf.int32)
-
-        def prepare(index, example):
-            image, label = example
-            element_seed = tf.stack([epoch_key, tf.cast(index, tf.int32)])
-            image = augment(image, image_size, augmentation, element_seed)
-            return image, tf.one_hot(label, num_classes)
-
-        data = data.enumerate().map(prepare, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        data = data.batch(batch_size, drop_remainder=True)
-        if randaugment_layer is not None:
-            data = data.map(lambda images, labels: (randaugment_layer(images), labels),
-                            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        if mixup or cutmix:
-            def mix(index, batch):
-                # Batch seeds are kept apart from the per-image ones (negative second half).
-                batch_seed = tf.stack([epoch_key, -1 - tf.cast(index, tf.int32)])
-                return mix_batch(*batch, batch_seed, mixup_alpha=mixup, cutmix_alpha=cutmix)
-
-            data = data.enumerate().map(mix, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        return data
-
-    # One dataset per epoch, each shuffled with its own Python-int seed, chained:
-    # epoch e's order depends on (seed, e) only. (A tensor seed inside one
-    # `flat_map` over the epochs fails in `shuffle` when the global seed is 0.)
-    epochs = range(start_epoch, max(end_epoch or 0, start_epoch + 1))
-    stream = functools.reduce(lambda a, b: a.concatenate(b), (one_epoch(e) for e in epochs))
-    stream = stream.skip(skip_batches)
-    return stream.prefetch(tf.data.AUTOTUNE)
-
-
-def _randaugment(magnitude, seed):
-    """keras-cv's RandAugment as a function of a batch; grayscale batches go through it as RGB.
-
-    Its colour operations need three channels; a gray image repeated over three
-    channels stays gray under every operation, so its first channel is the result.
-    """
-    if not magnitude:
-        return None
-    import keras_cv
-
-    layer = keras_cv.layers.RandAugment(
-        value_range=(0, 255), augmentations_per_image=2, magnitude=magnitude / 10, seed=seed)
-
-    def apply(images):
-        if images.shape[-1] == 1:
-            return layer(tf.repeat(images, 3, axis=-1), training=True)[..., :1]
-        return layer(images, training=True)
-
-    return apply
-
-
-def make_eval_dataset(source, image_size, batch_size, drop_remainder=False):
-    """Evaluation batches `(images, one_hot_labels)`.
-
-    The last partial batch is kept unless `drop_remainder` (TPUs need static shapes).
-    """
-    num_classes = source.num_classes
-
-    def prepare(image, label):
-        return _resize(image, image_size), tf.one_hot(label, num_classes)
-
-    data = source.dataset.map(prepare, num_parallel_calls=tf.data.AUTOTUNE)
-    return data.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)

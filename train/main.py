@@ -24,7 +24,11 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("config", "default", f"Preset, one of {sorted(PRESETS)}.")
 flags.DEFINE_string("workdir", "workdir", "Checkpoints, TensorBoard logs, model.keras, saved_model.")
 flags.DEFINE_bool("tpu", False, "Train on the TPU of this Colab runtime or TPU VM (TPUStrategy).")
-flags.DEFINE_string("tpu_name", None, "Train on a named or remote TPU (name or grpc://host:port).")
+flags.DEFINE_string("tpu_name", None, "Train on a named or remote TPU (name or grpc://host:port; TensorFlow).")
+flags.DEFINE_string("distribution", "auto", "JAX: 'data' (DataParallel), 'fsdp' (ModelParallel, large kernels "
+                    "sharded over the model axis) or 'auto' (data parallel over every device).")
+flags.DEFINE_string("mesh", None, "JAX: the device mesh, 'batch:N,model:M' (default: every device on the batch axis; "
+                    "for fsdp, every device on the model axis).")
 
 _FLAG_TYPES = {int: flags.DEFINE_integer, float: flags.DEFINE_float, bool: flags.DEFINE_bool, str: flags.DEFINE_string}
 for _field in dataclasses.fields(TrainConfig):
@@ -88,10 +92,11 @@ def main(argv):
         config = config_from_flags()
         check_config(config)
         check_workdir(FLAGS.workdir, config)
-        strategy = get_strategy(FLAGS.tpu, FLAGS.tpu_name)
-        devices = strategy.num_replicas_in_sync if strategy is not None else len(keras.distribution.list_devices())
+        strategy = get_strategy(FLAGS.tpu, FLAGS.tpu_name, FLAGS.distribution, FLAGS.mesh)
+        where = (strategy.describe() if hasattr(strategy, "describe")
+                 else f"{type(strategy).__name__} with {strategy.num_replicas_in_sync} replica(s)")
         print(f"keras_vit training: model={config.model} dataset={config.dataset} "
-              f"backend={keras.backend.backend()} replicas={devices} workdir={FLAGS.workdir}", flush=True)
+              f"backend={keras.backend.backend()} on {where}, workdir={FLAGS.workdir}", flush=True)
         summary = train(config, FLAGS.workdir, strategy)
     except (ValueError, TPUUnavailableError) as error:
         print(f"error: {error}", file=sys.stderr)

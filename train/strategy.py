@@ -1,54 +1,228 @@
-"""Choosing the distribution strategy: TPU, several GPUs, or the default."""
+"""Where a run computes: TPU, GPUs or CPU, through `tf.distribute` or `keras.distribution`.
+
+On TensorFlow a `tf.distribute.Strategy` (TPUStrategy, MirroredStrategy, or the
+default). On JAX (what Colab's TPU runtimes ship) a `JaxDistribution`: data
+parallelism (`keras.distribution.DataParallel`) or FSDP-style sharding
+(`keras.distribution.ModelParallel` with `keras_vit.layout_map`) over a
+`(batch, model)` device mesh. Both offer `scope()` and `num_replicas_in_sync`, so
+the trainer treats them alike.
+"""
+
+import dataclasses
 
 import keras
+
+DISTRIBUTIONS = ("auto", "data", "fsdp")
 
 
 class TPUUnavailableError(RuntimeError):
     """No TPU could be reached; the message says which and why."""
 
 
-def tpu_strategy(tpu_name=""):
+def accelerator():
+    """`"tpu"`, `"gpu"` or `"cpu"`: what the Keras backend in use computes on.
+
+    On JAX this is the platform of `jax.devices()`; on TensorFlow a TPU is only
+    found through `tpu_strategy`, so this says `"gpu"` or `"cpu"`.
+    """
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.devices()[0].platform
+    import tensorflow as tf
+
+    return "gpu" if tf.config.list_logical_devices("GPU") else "cpu"
+
+
+def parse_mesh(text, device_count):
+    """`"batch:N,model:M"` as `(N, M)`; `None` or `""` means all devices on the batch axis.
+
+    Raises:
+        ValueError: for another form, unknown axes, or N * M != device_count.
+    """
+    if not text:
+        return device_count, 1
+    sizes = {}
+    for part in str(text).split(","):
+        name, _, size = part.partition(":")
+        if name.strip() not in ("batch", "model") or not size.strip().isdigit() or int(size) <= 0:
+            raise ValueError(
+                "--mesh must look like 'batch:N,model:M' with positive integers N and M. "
+                f"Received: mesh={text!r}"
+            )
+        sizes[name.strip()] = int(size)
+    batch, model = sizes.get("batch"), sizes.get("model")
+    if batch is None and model is None:
+        raise ValueError(f"--mesh must name the batch and/or model axis. Received: mesh={text!r}")
+    batch = batch or device_count // model
+    model = model or device_count // batch
+    if batch * model != device_count:
+        raise ValueError(
+            f"--mesh must use all {device_count} devices (batch x model = {device_count}). "
+            f"Received: mesh={text!r}"
+        )
+    return batch, model
+
+
+@dataclasses.dataclass
+class JaxDistribution:
+    """A run on the JAX backend over `devices`.
+
+    Attributes:
+        kind: str. `"single"` (one device), `"data"` (`DataParallel`) or
+            `"fsdp"` (`ModelParallel`: large kernels sharded over the model axis).
+        devices: list of device names (`keras.distribution.list_devices()`).
+        mesh_shape: tuple `(batch, model)`.
+        platform: str. `"tpu"`, `"gpu"` or `"cpu"`.
+    """
+
+    kind: str
+    devices: list
+    mesh_shape: tuple
+    platform: str
+    distribution: object = None
+
+    @property
+    def num_replicas_in_sync(self):
+        """Devices along the batch axis: the global batch must divide into them."""
+        return self.mesh_shape[0]
+
+    def mesh(self):
+        return keras.distribution.DeviceMesh(self.mesh_shape, ["batch", "model"], devices=self.devices)
+
+    def activate(self, model_template=None):
+        """Creates the `keras.distribution` for this run and makes it the global one.
+
+        Args:
+            model_template: a model built without distribution, whose variable
+                paths and shapes `keras_vit.layout_map` reads (FSDP only).
+        """
+        if self.kind == "data":
+            self.distribution = keras.distribution.DataParallel(devices=self.devices)
+        elif self.kind == "fsdp":
+            import keras_vit
+
+            mesh = self.mesh()
+            self.distribution = keras.distribution.ModelParallel(
+                layout_map=keras_vit.layout_map(model_template, mesh), batch_dim_name="batch"
+            )
+        if self.distribution is not None:
+            keras.distribution.set_distribution(self.distribution)
+        return self.distribution
+
+    def scope(self):
+        import contextlib
+
+        return self.distribution.scope() if self.distribution is not None else contextlib.nullcontext()
+
+    def describe(self):
+        if self.kind == "single":
+            return f"1 {self.platform} device"
+        if self.kind == "data":
+            return f"data parallel (keras.distribution.DataParallel) over {len(self.devices)} {self.platform} devices"
+        batch, model = self.mesh_shape
+        return (f"FSDP (keras.distribution.ModelParallel) over {len(self.devices)} {self.platform} devices, "
+                f"mesh batch:{batch} x model:{model}")
+
+
+def _keep_tensorflow_off_the_gpus():
+    """Under JAX, TensorFlow only feeds `tf.data`: a GPU build must not take the GPUs' memory."""
+    try:
+        import tensorflow as tf
+    except ImportError:
+        return
+    try:
+        tf.config.set_visible_devices([], "GPU")
+    except RuntimeError:
+        pass  # TensorFlow has run already; its devices are fixed for this process
+
+
+def jax_distribution(use_tpu=False, tpu_name=None, distribution="auto", mesh=None):
+    """The `JaxDistribution` for the flags; with `--tpu`, insists on TPU devices."""
+    import jax
+
+    _keep_tensorflow_off_the_gpus()
+    if distribution not in DISTRIBUTIONS:
+        raise ValueError(f"--distribution must be one of {DISTRIBUTIONS}. Received: distribution={distribution!r}")
+    if tpu_name:
+        raise TPUUnavailableError(
+            "--tpu_name names a TPU for TensorFlow's TPUStrategy; under JAX the TPU devices of this "
+            "host are used: pass --tpu alone (on a pod slice, run the same command on every host)."
+        )
+    platform = jax.devices()[0].platform
+    if use_tpu and platform != "tpu":
+        found = sorted({f"{d.platform} x{sum(e.platform == d.platform for e in jax.devices())}" for d in jax.devices()})
+        raise TPUUnavailableError(
+            f"--tpu was given but JAX sees no TPU devices (it sees {', '.join(found)}). On Colab choose "
+            "Runtime > Change runtime type > TPU; on a TPU VM install jax[tpu]."
+        )
+    devices = keras.distribution.list_devices()
+    batch, model = parse_mesh(mesh, len(devices))
+    if distribution == "data" and model != 1:
+        raise ValueError(f"--distribution=data puts every device on the batch axis. Received: mesh={mesh!r}")
+    if distribution == "fsdp":
+        if mesh is None:
+            batch, model = 1, len(devices)
+        kind = "fsdp"
+    elif len(devices) > 1:
+        kind = "data"
+    else:
+        kind = "single"
+    return JaxDistribution(kind, devices, (batch, model), platform)
+
+
+def tpu_strategy(tpu_name="local"):
     """Connects to a TPU, initializes it and returns a `TPUStrategy`.
 
     Args:
-        tpu_name: str. `""` for the TPU attached to this VM or Colab runtime; a
-            name or `grpc://host:port` for a remote one.
+        tpu_name: str. `"local"` (or `""`) for the TPU attached to this TPU VM or
+            Colab TPU runtime; a name or `grpc://host:port` for a remote one.
 
     Raises:
         TPUUnavailableError: if no TPU is reachable.
     """
     import tensorflow as tf
 
+    # On a TPU VM (every Colab TPU runtime since 2025) the resolver needs "local":
+    # an empty name asks for TPU_NAME or the metadata server of the old TPU nodes.
+    tpu_name = tpu_name or "local"
     try:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_name)
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return tf.distribute.TPUStrategy(resolver)
     except Exception as error:  # noqa: BLE001 - TF raises many types here
-        where = f"TPU {tpu_name!r}" if tpu_name else "a local TPU (Colab runtime or TPU VM)"
+        where = f"TPU {tpu_name!r}" if tpu_name != "local" else "a local TPU (Colab runtime or TPU VM)"
         raise TPUUnavailableError(
             f"--tpu was given but {where} is not reachable: {type(error).__name__}: "
             f"{str(error).splitlines()[0] if str(error) else 'no details'}"
         ) from None
 
 
-def get_strategy(use_tpu=False, tpu_name=None):
-    """TPUStrategy with `--tpu`, MirroredStrategy over several GPUs, else the default.
+def get_strategy(use_tpu=False, tpu_name=None, distribution="auto", mesh=None):
+    """Where to train, for the backend in use.
 
-    Under the JAX backend there is no tf.distribute: several devices are used
-    through `keras.distribution.DataParallel`, and `None` is returned.
+    TensorFlow: `TPUStrategy` with `--tpu`, `MirroredStrategy` over several GPUs,
+    else the default strategy. JAX: a `JaxDistribution` over every device (the
+    TPU's with `--tpu`), data parallel or, with `distribution="fsdp"`, sharded.
+
+    Args:
+        use_tpu: bool. Insist on a TPU; `TPUUnavailableError` without one.
+        tpu_name: str or None. A named or remote TPU (TensorFlow only).
+        distribution: `"auto"`, `"data"` or `"fsdp"` (JAX only).
+        mesh: str or None. `"batch:N,model:M"` (JAX only).
     """
     if keras.backend.backend() == "jax":
-        if use_tpu or tpu_name:
-            raise TPUUnavailableError("--tpu trains with the TensorFlow backend; set KERAS_BACKEND=tensorflow.")
-        devices = keras.distribution.list_devices()
-        if len(devices) > 1:
-            keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
-        return None
+        return jax_distribution(use_tpu, tpu_name, distribution, mesh)
+    if distribution == "fsdp" or mesh:
+        raise ValueError(
+            "--distribution=fsdp and --mesh shard the model through keras.distribution, which needs the JAX "
+            f"backend (KERAS_BACKEND=jax). Received: distribution={distribution!r}, mesh={mesh!r}"
+        )
     import tensorflow as tf
 
     if use_tpu or tpu_name:
-        return tpu_strategy(tpu_name or "")
+        return tpu_strategy(tpu_name or "local")
     gpus = tf.config.list_logical_devices("GPU")
     if len(gpus) > 1:
         return tf.distribute.MirroredStrategy()

@@ -1,6 +1,7 @@
 """The training run: model, optimizer, data, fit with checkpoints, evaluation, export."""
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -8,13 +9,15 @@ import time
 
 import keras
 
-from train import data as data_lib
 from keras_vit.utils import write_text_atomically
+from train import data as data_lib
+from train import pipeline
 from train.checkpoints import CheckpointManager, PreemptionCheckpoint
 from train.checks import check_config
 from train.export import export_saved_model, save_keras_atomically
 from train.modeling import build_model
 from train.optimization import make_optimizer
+from train.strategy import JaxDistribution
 from train.workdir import prepare_workdir
 
 class Throughput(keras.callbacks.Callback):
@@ -63,6 +66,44 @@ def use_average_weights(model):
         variable.assign(keras.ops.convert_to_numpy(variable))
 
 
+def _train_dataset(strategy, config, source, image_size, steps_per_epoch, total_steps, start_step):
+    """The training batches from `start_step` on; under a `tf.distribute` strategy, one pipeline per host.
+
+    Each input pipeline (worker, TPU host) reads only its slice of every global
+    batch (`distribute_datasets_from_function`); batch sizes stay global.
+    """
+    start_epoch, skip = divmod(start_step, steps_per_epoch)
+
+    def make(input_context=None):
+        return pipeline.make_train_dataset(
+            source, image_size, config.batch_size, config.seed, config.augmentation,
+            start_epoch=start_epoch, skip_batches=skip,
+            end_epoch=math.ceil(total_steps / steps_per_epoch) + 1, randaugment=config.randaugment,
+            mixup=config.mixup, cutmix=config.cutmix, input_context=input_context,
+        )
+
+    if strategy is None or isinstance(strategy, JaxDistribution):
+        return make()  # keras.distribution shards the global batches over the devices
+    if strategy.num_replicas_in_sync == 1 and not uses_tpu(strategy):
+        return make()
+    return strategy.distribute_datasets_from_function(make)
+
+
+def uses_tpu(strategy):
+    return strategy is not None and "TPU" in type(strategy).__name__
+
+
+def _activate(strategy, config, source, image_size):
+    """Sets the `keras.distribution` of a JAX run (FSDP reads its layouts off a template model)."""
+    if not isinstance(strategy, JaxDistribution):
+        return
+    template = None
+    if strategy.kind == "fsdp":
+        template, _ = build_model(dataclasses.replace(config, pretrained=None), source.num_classes, image_size,
+                                  source.channels)
+    strategy.activate(template)
+
+
 def train(config, workdir, strategy=None, verbose="auto"):
     """Runs (or resumes) the configured training in `workdir`.
 
@@ -86,9 +127,12 @@ def train(config, workdir, strategy=None, verbose="auto"):
         )
     steps_per_epoch = train_source.size // config.batch_size
     total_steps = config.steps or config.epochs * steps_per_epoch
+    _activate(strategy, config, train_source, image_size)
 
-    scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
-    with scope:
+    def scope():
+        return strategy.scope() if strategy is not None else contextlib.nullcontext()
+
+    with scope():
         model, report = build_model(config, train_source.num_classes, image_size, train_source.channels)
         model.compile(
             optimizer=make_optimizer(config, total_steps),
@@ -100,42 +144,37 @@ def train(config, workdir, strategy=None, verbose="auto"):
         manager = CheckpointManager(os.path.join(workdir, "checkpoints"))
         start_step = manager.restore(model)
 
-    tpu = strategy is not None and "TPU" in type(strategy).__name__
-    eval_batch = config.eval_batch_size or config.batch_size
-    eval_ds = data_lib.make_eval_dataset(eval_source, image_size, eval_batch, drop_remainder=tpu)
-    checkpointing = PreemptionCheckpoint(manager, config.checkpoint_every_steps, total_steps)
-    throughput = Throughput(config.batch_size)
-    start = time.perf_counter()
-    history = {}
-    if start_step < total_steps:
-        start_epoch, skip = divmod(start_step, steps_per_epoch)
-        train_ds = data_lib.make_train_dataset(
-            train_source, image_size, config.batch_size, config.seed, config.augmentation,
-            start_epoch=start_epoch, skip_batches=skip,
-            end_epoch=math.ceil(total_steps / steps_per_epoch) + 1, randaugment=config.randaugment,
-            mixup=config.mixup, cutmix=config.cutmix,
-        )
+        # TPUs and a batch split over devices need every batch whole (static shapes).
+        whole_batches = replicas > 1 or uses_tpu(strategy)
+        eval_batch = config.eval_batch_size or config.batch_size
+        eval_ds = pipeline.make_eval_dataset(eval_source, image_size, eval_batch, drop_remainder=whole_batches)
+        checkpointing = PreemptionCheckpoint(manager, config.checkpoint_every_steps, total_steps)
+        throughput = Throughput(config.batch_size)
         callbacks = [checkpointing, throughput, keras.callbacks.TensorBoard(os.path.join(workdir, "logs"))]
-        checkpointing.install_signal_handler()
-        try:
-            history = model.fit(
-                train_ds,
-                epochs=math.ceil(total_steps / steps_per_epoch),
-                initial_epoch=start_step // steps_per_epoch,
-                steps_per_epoch=steps_per_epoch,
-                validation_data=eval_ds,
-                callbacks=callbacks,
-                verbose=verbose,
-            ).history
-        finally:
-            checkpointing.restore_signal_handler()
-    step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+        start = time.perf_counter()
+        history = {}
+        if start_step < total_steps:
+            train_ds = _train_dataset(strategy, config, train_source, image_size, steps_per_epoch, total_steps,
+                                      start_step)
+            checkpointing.install_signal_handler()
+            try:
+                history = model.fit(
+                    train_ds,
+                    epochs=math.ceil(total_steps / steps_per_epoch),
+                    initial_epoch=start_step // steps_per_epoch,
+                    steps_per_epoch=steps_per_epoch,
+                    validation_data=eval_ds,
+                    callbacks=callbacks,
+                    verbose=verbose,
+                ).history
+            finally:
+                checkpointing.restore_signal_handler()
     summary = {
         "history": {key: [float(v) for v in values] for key, values in history.items()},
         "workdir": os.path.abspath(workdir),
         "resumed_from_step": start_step,
         "resumed_from": manager.restored_from,
-        "step": step,
+        "step": int(keras.ops.convert_to_numpy(model.optimizer.iterations)),
         "total_steps": total_steps,
         "preempted": checkpointing.preempted,
         "images_per_second": throughput.images_per_second,
@@ -143,12 +182,14 @@ def train(config, workdir, strategy=None, verbose="auto"):
         "train_seconds": time.perf_counter() - start,
         "skipped_images": train_source.skipped.count if train_source.skipped else 0,
         "load_report": None if report is None else report.table(),
+        "eval_images": eval_source.size - (eval_source.size % eval_batch if whole_batches else 0),
     }
     if checkpointing.preempted:
         return summary
     if config.ema_decay is not None:
         use_average_weights(model)
-    results = model.evaluate(eval_ds, verbose=0, return_dict=True)
+    with scope():
+        results = model.evaluate(eval_ds, verbose=0, return_dict=True)
     summary["accuracy"] = float(results["accuracy"])
     summary["loss"] = float(results["loss"])
     summary["model_path"] = os.path.join(workdir, "model.keras")

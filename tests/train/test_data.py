@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tests.train.helpers import make_idx_dataset, make_image_folder, write_idx
-from train import data
+from train import data, pipeline
 
 
 def batches(dataset, n):
@@ -29,7 +29,7 @@ def test_read_idx_round_trip_and_truncation(tmp_path):
 def test_fashion_mnist_source_reads_the_debian_layout(tmp_path):
     directory = make_idx_dataset(tmp_path / "fm", train=40, test=8)
     source = data.fashion_mnist("train", data_dir=directory)
-    assert (source.size, source.num_classes, source.channels, source.native_size) == (40, 10, 1, (28, 28))
+    assert (source.size, source.num_classes, source.channels, source.native_size) == (40, 10, 1, (16, 16))
     image, label = next(iter(source.dataset))
     assert image.shape == (16, 16, 1) and image.dtype.name == "uint8" and label.dtype.name == "int64"
     with pytest.raises(ValueError, match=r"splits 'train' and 'test'. Received: split='validation'"):
@@ -40,16 +40,16 @@ def test_fashion_mnist_source_reads_the_debian_layout(tmp_path):
 def test_train_stream_is_static_deterministic_and_resumable(tmp_path, augmentation):
     source = data.fashion_mnist("train", data_dir=make_idx_dataset(tmp_path / "fm", train=50, test=8))
     kwargs = dict(image_size=(12, 12), batch_size=8, seed=3, augmentation=augmentation)
-    full = batches(data.make_train_dataset(source, end_epoch=3, **kwargs), 18)  # 6 batches an epoch
+    full = batches(pipeline.make_train_dataset(source, end_epoch=3, **kwargs), 18)  # 6 batches an epoch
     assert all(x.shape == (8, 12, 12, 1) and y.shape == (8, 10) for x, y in full)
     assert all(x.dtype == np.float32 and 0 <= x.min() and x.max() <= 255 for x, _ in full)
-    again = batches(data.make_train_dataset(source, end_epoch=3, **kwargs), 18)
+    again = batches(pipeline.make_train_dataset(source, end_epoch=3, **kwargs), 18)
     for (a, b), (c, d) in zip(full, again):
         np.testing.assert_array_equal(a, c)
         np.testing.assert_array_equal(b, d)
     # Epochs differ in order; a stream resumed at epoch 1, batch 2 continues exactly.
     assert not np.array_equal(full[0][1], full[6][1])
-    resumed = batches(data.make_train_dataset(source, start_epoch=1, skip_batches=2, end_epoch=3, **kwargs), 10)
+    resumed = batches(pipeline.make_train_dataset(source, start_epoch=1, skip_batches=2, end_epoch=3, **kwargs), 10)
     for (a, b), (c, d) in zip(full[8:], resumed):
         np.testing.assert_array_equal(a, c)
         np.testing.assert_array_equal(b, d)
@@ -57,8 +57,8 @@ def test_train_stream_is_static_deterministic_and_resumable(tmp_path, augmentati
 
 def test_eval_dataset_keeps_or_drops_the_remainder(tmp_path):
     source = data.fashion_mnist("test", data_dir=make_idx_dataset(tmp_path / "fm", train=8, test=10))
-    assert [len(y) for _, y in batches(data.make_eval_dataset(source, (16, 16), 4), 9)] == [4, 4, 2]
-    assert [len(y) for _, y in batches(data.make_eval_dataset(source, (16, 16), 4, drop_remainder=True), 9)] == [4, 4]
+    assert [len(y) for _, y in batches(pipeline.make_eval_dataset(source, (16, 16), 4), 9)] == [4, 4, 2]
+    assert [len(y) for _, y in batches(pipeline.make_eval_dataset(source, (16, 16), 4, drop_remainder=True), 9)] == [4, 4]
 
 
 def test_folder_skips_and_counts_corrupt_images(tmp_path):
@@ -85,13 +85,12 @@ def test_missing_or_empty_dataset_paths_are_clear_errors(tmp_path):
 def test_batch_smaller_than_dataset_is_required(tmp_path):
     source = data.fashion_mnist("test", data_dir=make_idx_dataset(tmp_path / "fm", train=8, test=4))
     with pytest.raises(ValueError, match=r"has 4 examples, fewer than one batch \(batch_size=8\)"):
-        data.make_train_dataset(source, (16, 16), 8, 0)
+        pipeline.make_train_dataset(source, (16, 16), 8, 0)
 
 
-def test_keras_cv_mixup_and_randaugment_make_soft_labels(tmp_path):
-    source = data.fashion_mnist("train", data_dir=make_idx_dataset(tmp_path / "fm", train=32, test=4))
-    source.dataset = source.dataset.map(lambda x, y: (data.tf.image.grayscale_to_rgb(x), y))
-    stream = data.make_train_dataset(source, (16, 16), 8, 0, "flip", randaugment=9, mixup=0.8, cutmix=1.0)
+def test_randaugment_and_mixing_of_rgb_images_make_soft_labels():
+    source = data.synthetic("train", size=16)
+    stream = pipeline.make_train_dataset(source, (16, 16), 8, 0, "flip", randaugment=9, mixup=0.8, cutmix=1.0)
     x, y = next(iter(stream))
     assert x.shape == (8, 16, 16, 3)
     np.testing.assert_allclose(y.numpy().sum(-1), 1.0, atol=1e-5)
@@ -152,8 +151,8 @@ def test_mix_batch_matches_numpy_and_its_parameters_follow_the_recipe(mixup, cut
 def test_resume_is_exact_with_mixup_and_cutmix_and_keeps_order_with_randaugment(tmp_path):
     source = data.fashion_mnist("train", data_dir=make_idx_dataset(tmp_path / "fm", train=40, test=8))
     kwargs = dict(image_size=(12, 12), batch_size=8, seed=5, augmentation="inception_crop", end_epoch=2)
-    full = batches(data.make_train_dataset(source, mixup=0.8, cutmix=1.0, **kwargs), 10)  # 5 batches an epoch
-    resumed = batches(data.make_train_dataset(source, mixup=0.8, cutmix=1.0, start_epoch=1, skip_batches=2,
+    full = batches(pipeline.make_train_dataset(source, mixup=0.8, cutmix=1.0, **kwargs), 10)  # 5 batches an epoch
+    resumed = batches(pipeline.make_train_dataset(source, mixup=0.8, cutmix=1.0, start_epoch=1, skip_batches=2,
                                               **kwargs), 3)
     assert any(not np.isin(y, (0.0, 1.0)).all() for _, y in full)  # labels were mixed
     for (a, b), (c, d) in zip(full[7:], resumed):
@@ -161,9 +160,9 @@ def test_resume_is_exact_with_mixup_and_cutmix_and_keeps_order_with_randaugment(
         np.testing.assert_array_equal(b, d)
     # RandAugment keeps its own random state (keras-cv): after a resume the images
     # it produces differ, but what is promised holds: the same examples, in the same order.
-    plain = batches(data.make_train_dataset(source, **kwargs), 10)
-    full = batches(data.make_train_dataset(source, randaugment=9, **kwargs), 10)
-    resumed = batches(data.make_train_dataset(source, randaugment=9, start_epoch=1, skip_batches=2, **kwargs), 3)
+    plain = batches(pipeline.make_train_dataset(source, **kwargs), 10)
+    full = batches(pipeline.make_train_dataset(source, randaugment=9, **kwargs), 10)
+    resumed = batches(pipeline.make_train_dataset(source, randaugment=9, start_epoch=1, skip_batches=2, **kwargs), 3)
     for (_, plain_labels), (_, b), (_, d) in zip(plain[7:], full[7:], resumed):
         np.testing.assert_array_equal(plain_labels, b)
         np.testing.assert_array_equal(b, d)
@@ -185,3 +184,24 @@ def test_tfds_download_failure_is_one_line(tmp_path, monkeypatch):
     assert "pass --data_dir=DIR" in message
     with pytest.raises(ValueError, match=r"Did you mean \['mnist'.*Received: dataset='mnistt'"):
         data.tfds_source("mnistt", "train", data_dir=str(tmp_path))
+
+
+@pytest.mark.parametrize("pipelines, replicas", [(2, 2), (2, 4), (4, 4)])
+def test_input_pipelines_read_disjoint_slices_of_the_single_process_batches(tmp_path, pipelines, replicas):
+    import tensorflow as tf
+
+    source = data.fashion_mnist("train", data_dir=make_idx_dataset(tmp_path / "fm", train=70, test=8))
+    kwargs = dict(image_size=(12, 12), batch_size=16, seed=2, augmentation="inception_crop", end_epoch=2,
+                  start_epoch=0, skip_batches=1)
+    single = batches(pipeline.make_train_dataset(source, **kwargs), 7)  # 4 steps an epoch, from step 1
+    per_pipeline = []
+    for pipeline_id in range(pipelines):
+        context = tf.distribute.InputContext(pipelines, pipeline_id, replicas)
+        per_pipeline.append(batches(pipeline.make_train_dataset(source, input_context=context, **kwargs),
+                                    7 * replicas // pipelines))
+    local = replicas // pipelines
+    for step, (images, labels) in enumerate(single):
+        parts = [per_pipeline[p][step * local + r] for p in range(pipelines) for r in range(local)]
+        assert all(x.shape[0] == 16 // replicas for x, _ in parts)
+        np.testing.assert_array_equal(np.concatenate([x for x, _ in parts]), images)
+        np.testing.assert_array_equal(np.concatenate([y for _, y in parts]), labels)

@@ -11,6 +11,7 @@ import os
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
 from keras_vit import analysis, evaluation, layers, schedules, utils, weights
+from keras_vit.distribution import layout_map
 from keras_vit.models import VARIANTS, ConViT, VisionTransformer, build_variant
 from keras_vit.models.variants import (
     ConViT_B,

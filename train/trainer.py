@@ -101,6 +101,9 @@ def _activate(strategy, config, source, image_size):
     if strategy.kind == "fsdp":
         template, _ = build_model(dataclasses.replace(config, pretrained=None), source.num_classes, image_size,
                                   source.channels)
+        # The template drew initial weights: seed again, so that the model trained
+        # starts from the weights an unsharded run starts from.
+        keras.utils.set_random_seed(config.seed)
     strategy.activate(template)
 
 

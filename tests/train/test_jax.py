@@ -54,3 +54,17 @@ def test_jax_flag_errors_are_one_line(tmp_path, idx_dir):
         result = run_main(*tiny_flags(tmp_path / "run", idx_dir, *flags), env=EIGHT_DEVICES, timeout=120)
         assert result.returncode == 2, result.stderr[-2000:]
         assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_fsdp_over_a_2x4_mesh_trains_like_one_device(tmp_path, idx_dir):
+    # Wide enough that the qkv and MLP kernels pass layout_map's size threshold and are split.
+    model = '{"patch_size": 4, "hidden_size": 512, "num_layers": 1, "num_heads": 4, "mlp_dim": 1024}'
+    flags = ("--steps=6", "--jit_compile=true", "--augmentation=none", f"--model_kwargs={model}")
+    sharded = run_main(*tiny_flags(tmp_path / "fsdp", idx_dir, *flags, "--distribution=fsdp",
+                                   "--mesh=batch:2,model:4"), env=EIGHT_DEVICES)
+    assert sharded.returncode == 0, sharded.stderr[-3000:]
+    assert "FSDP (keras.distribution.ModelParallel) over 8 cpu devices, mesh batch:2 x model:4" in sharded.stdout
+    single = run_main(*tiny_flags(tmp_path / "single", idx_dir, *flags), env=ONE_DEVICE)
+    assert single.returncode == 0, single.stderr[-3000:]
+    for a, b in zip(weights(tmp_path / "fsdp" / "model.keras"), weights(tmp_path / "single" / "model.keras")):
+        np.testing.assert_allclose(a, b, atol=5e-5)

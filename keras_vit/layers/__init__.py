@@ -5,6 +5,12 @@ from keras_vit.layers.bit import BottleneckUnit, ResNetStage, StandardizedConv2D
 from keras_vit.layers.image_check import ImageShapeCheck
 from keras_vit.layers.patching import ClassToken, PatchEncoder, Patches
 from keras_vit.layers.pooling import ClassTokenPooling
+from keras_vit.layers.swin import (
+    PatchMerging,
+    SwinPatchEmbedding,
+    SwinTransformerBlock,
+    WindowAttention,
+)
 from keras_vit.layers.transformer import MLPBlock, StochasticDepth, TransformerBlock
 
 __all__ = [
@@ -16,9 +22,13 @@ __all__ = [
     "MLPBlock",
     "MultiHeadSelfAttention",
     "PatchEncoder",
+    "PatchMerging",
     "Patches",
     "ResNetStage",
     "StandardizedConv2D",
     "StochasticDepth",
+    "SwinPatchEmbedding",
+    "SwinTransformerBlock",
     "TransformerBlock",
+    "WindowAttention",
 ]

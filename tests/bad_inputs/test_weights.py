@@ -6,7 +6,6 @@ the offending entry; a failed load leaves the model's weights as they were.
 
 import hashlib
 import json
-import os
 import pathlib
 import re
 import struct

@@ -1,6 +1,7 @@
 """Helpers: read an image, ImageNet-1k class names, top-k decoding, atomic writes."""
 
 import functools
+import hashlib
 import importlib.resources
 import numbers
 import os
@@ -126,3 +127,12 @@ def write_text_atomically(path, text):
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def file_sha256(path):
+    """The sha256 of a file's bytes, as a hex string, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

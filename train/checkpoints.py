@@ -12,7 +12,6 @@ damaged one (truncated, corrupted, emptied) is moved aside to `damaged-ckpt-<ste
 (temporary folders of a killed save excepted, which are removed) is left alone.
 """
 
-import hashlib
 import json
 import os
 import re
@@ -24,7 +23,7 @@ import threading
 import keras
 import numpy as np
 
-from keras_vit.utils import write_text_atomically
+from keras_vit.utils import file_sha256, write_text_atomically
 
 KEEP = 2
 CHECKPOINT_NAME = re.compile(r"^ckpt-(\d+)$")
@@ -33,14 +32,6 @@ LEFTOVER_NAME = re.compile(r"^(\.ckpt-\d+\.tmp-\d+|latest\.tmp-\d+)$")
 WEIGHTS_FILE = "model.weights.h5"
 OPTIMIZER_FILE = "optimizer.npz"
 MANIFEST_FILE = "manifest.json"
-
-
-def file_sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 class DamagedCheckpointError(ValueError):

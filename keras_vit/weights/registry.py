@@ -19,14 +19,13 @@ the model's architecture before anything is downloaded.
 """
 
 import dataclasses
-import hashlib
 import os
 import re
 
 import keras
 
 from keras_vit.architectures import ARCHITECTURES, architecture, mismatches
-from keras_vit.utils import write_text_atomically
+from keras_vit.utils import file_sha256, write_text_atomically
 
 
 # Cache root for downloads; `None` is Keras' own (`~/.keras` or $KERAS_HOME).
@@ -210,14 +209,6 @@ def check_fits(key, actual, target):
         )
 
 
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _cache_name(checkpoint):
     fname = checkpoint.url.rstrip("/").split("/")[-1]
     if fname == "model.safetensors":  # hub files all share one name
@@ -247,7 +238,7 @@ def fetch(checkpoint, cache_dir=None):
         cache_dir=cache_dir,
         cache_subdir=os.path.join("models", "keras_vit"),
     )
-    actual = _sha256(path)
+    actual = file_sha256(path)
     if checkpoint.sha256 is not None:
         _check_pinned(checkpoint, path, actual)
     else:

@@ -71,7 +71,8 @@ def describe_os_error(error, workdir):
     """One line for a file-system error: what failed, where, and the system's reason."""
     where = f" {error.filename!r}" if error.filename else ""
     inside = ""
-    if error.filename and os.path.abspath(str(error.filename)).startswith(os.path.abspath(workdir)):
+    root = os.path.abspath(workdir)
+    if error.filename and os.path.commonpath([os.path.abspath(str(error.filename)), root]) == root:
         inside = f" (in --workdir {workdir!r}: is it read-only or full?)"
     reason = error.strerror or str(error) or type(error).__name__
     return f"cannot read or write{where}: {reason}{inside}"

@@ -1,4 +1,4 @@
-"""keras_vit: Vision Transformers (ViT, hybrid ResNet+ViT, ConViT) for Keras 3."""
+"""keras_vit: Vision Transformers (ViT, hybrid ResNet+ViT, ConViT, Swin) for Keras 3."""
 
 import os
 
@@ -12,7 +12,7 @@ os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
 from keras_vit import analysis, evaluation, layers, schedules, utils, weights
 from keras_vit.distribution import layout_map
-from keras_vit.models import VARIANTS, ConViT, VisionTransformer, build_variant
+from keras_vit.models import VARIANTS, ConViT, SwinTransformer, VisionTransformer, build_variant
 from keras_vit.models.variants import (
     ConViT_B,
     ConViT_B_plus,
@@ -25,6 +25,12 @@ from keras_vit.models.variants import (
     R50_ViT_B16,
     R50_ViT_L32,
     R_ViT_Ti16,
+    Swin_B,
+    Swin_B384,
+    Swin_L,
+    Swin_L384,
+    Swin_S,
+    Swin_T,
     ViT_B8,
     ViT_B16,
     ViT_B32,

@@ -2,7 +2,8 @@
 
 Sizes are those of ViT Table 1 (Ti and S from DeiT), the hybrids of ViT Sec. 4.1
 and App. D (R+Ti/16, R26+S/32 and R26+B/32 as published with the AugReg
-checkpoints), and ConViT Table 1 (`D_emb = 48 N_h`; the "+" models 64 N_h).
+checkpoints), and ConViT Table 1 (`D_emb = 48 N_h`; the "+" models 64 N_h), and Swin Sec. 3.3
+(T, S, B, L; B and L also at 384 px with 12 x 12 windows).
 
 The table lives here, apart from the builders (`keras_vit.models.variants`
 turns it into `VARIANTS`), so that the weight loader can check a known
@@ -29,6 +30,12 @@ def _convit(num_heads, head_dim):
                 num_gpsa_layers=10)
 
 
+def _swin(embed_dim, depths, num_heads, window_size=7, image_size=224):
+    # Swin Sec. 3.3: C = 96, 96, 128, 192 and heads C / 32 in the first stage.
+    return dict(image_size=image_size, embed_dim=embed_dim, depths=depths,
+                num_heads=num_heads, window_size=window_size)
+
+
 # name -> (builder name, keyword arguments). `test_variants.py` pins the
 # parameter count of every entry, so an entry added here without a count fails.
 ARCHITECTURES = {
@@ -51,14 +58,25 @@ ARCHITECTURES = {
     "ConViT_Ti_plus": ("ConViT", _convit(4, 64)),
     "ConViT_S_plus": ("ConViT", _convit(9, 64)),
     "ConViT_B_plus": ("ConViT", _convit(16, 64)),
+    "Swin_T": ("SwinTransformer", _swin(96, (2, 2, 6, 2), (3, 6, 12, 24))),
+    "Swin_S": ("SwinTransformer", _swin(96, (2, 2, 18, 2), (3, 6, 12, 24))),
+    "Swin_B": ("SwinTransformer", _swin(128, (2, 2, 18, 2), (4, 8, 16, 32))),
+    "Swin_L": ("SwinTransformer", _swin(192, (2, 2, 18, 2), (6, 12, 24, 48))),
+    "Swin_B384": ("SwinTransformer", _swin(128, (2, 2, 18, 2), (4, 8, 16, 32), 12, 384)),
+    "Swin_L384": ("SwinTransformer", _swin(192, (2, 2, 18, 2), (6, 12, 24, 48), 12, 384)),
 }
 
 # The arguments that fix a checkpoint's weight shapes and what they compute.
 # Image size and classes are not among them: the loader resamples the position
-# embeddings and replaces the head.
+# embeddings and replaces the head. The Swin keys (`embed_dim` to
+# `absolute_position_embedding`) are absent from the other builders' calls, and
+# `num_heads` is a tuple (one per stage) in Swin's; a field is compared only
+# where both sides have it, and `builder` always differs across families. The
+# window is among them: it fixes the shape of the relative position bias tables.
 ARCHITECTURE_KEYS = (
     "builder", "hidden_size", "num_layers", "num_heads", "mlp_dim", "patch_size",
     "resnet_stages", "num_gpsa_layers", "num_channels",
+    "embed_dim", "depths", "window_size", "mlp_ratio", "absolute_position_embedding",
 )
 
 
@@ -66,7 +84,7 @@ def architecture(builder, arguments):
     """The architecture fields of a builder call, in comparable form.
 
     Args:
-        builder: str. `"VisionTransformer"` or `"ConViT"`.
+        builder: str. `"VisionTransformer"`, `"ConViT"` or `"SwinTransformer"`.
         arguments: dict. Builder arguments; other keys are ignored. A missing
             `resnet_stages` means a pure ViT.
 
@@ -79,8 +97,12 @@ def architecture(builder, arguments):
     fields["resnet_stages"] = arguments.get("resnet_stages")
     if fields["resnet_stages"] is not None:
         fields["resnet_stages"] = tuple(fields["resnet_stages"])
-    if "patch_size" in fields:
-        fields["patch_size"] = to_pair(fields["patch_size"], "patch_size")
+    for key in ("patch_size", "window_size"):
+        if key in fields:
+            fields[key] = to_pair(fields[key], key)
+    for key in ("num_heads", "depths"):
+        if isinstance(fields.get(key), list):
+            fields[key] = tuple(fields[key])
     return fields
 
 

@@ -5,10 +5,11 @@ import inspect
 
 from keras_vit.architectures import ARCHITECTURES, architecture
 from keras_vit.models.convit import ConViT
+from keras_vit.models.swin import SwinTransformer
 from keras_vit.models.vit import VisionTransformer
 from keras_vit.weights.registry import KNOWN_CHECKPOINTS, check_fits, find_checkpoint, is_checkpoint_file
 
-_BUILDERS = {"VisionTransformer": VisionTransformer, "ConViT": ConViT}
+_BUILDERS = {"VisionTransformer": VisionTransformer, "ConViT": ConViT, "SwinTransformer": SwinTransformer}
 
 # name -> (builder, keyword arguments), from the one table.
 VARIANTS = {name: (_BUILDERS[builder], config) for name, (builder, config) in ARCHITECTURES.items()}
@@ -37,7 +38,8 @@ def build_variant(variant, /, weights=None, **kwargs):
             (classes, resolution, pre-logits) become the defaults. A known
             checkpoint is checked against the variant before anything is built
             or downloaded.
-        **kwargs: Any argument of `VisionTransformer` or `ConViT`.
+        **kwargs: Any argument of `VisionTransformer`, `ConViT` or
+            `SwinTransformer`.
 
     Returns:
         A `keras.Model`.
@@ -113,3 +115,9 @@ ConViT_B = _make_builder("ConViT_B")
 ConViT_Ti_plus = _make_builder("ConViT_Ti_plus")
 ConViT_S_plus = _make_builder("ConViT_S_plus")
 ConViT_B_plus = _make_builder("ConViT_B_plus")
+Swin_T = _make_builder("Swin_T")
+Swin_S = _make_builder("Swin_S")
+Swin_B = _make_builder("Swin_B")
+Swin_L = _make_builder("Swin_L")
+Swin_B384 = _make_builder("Swin_B384")
+Swin_L384 = _make_builder("Swin_L384")

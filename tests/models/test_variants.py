@@ -8,10 +8,13 @@ import pytest
 import keras_vit
 from keras_vit.models.variants import VARIANTS
 
-# At 224 px and 1000 classes. ViT, hybrid and ConViT-Ti/S/B counts are timm's for
-# the same configurations. timm has no ConViT "+" models; their counts are those
-# of the same layers at D = 64 N_h (ConViT Table 1), checked by hand count and
-# against Table 1 in `test_convit_counts_follow_table_1`.
+# At 224 px and 1000 classes (Swin_B384 and Swin_L384 at 384 px, 12 x 12
+# windows). ViT, hybrid, ConViT-Ti/S/B and Swin counts are timm 1.0.31's for the
+# same configurations (Swin: `swin_{tiny,small,base,large}_patch4_window7_224`,
+# `swin_{base,large}_patch4_window12_384`; its index buffers are not
+# parameters). timm has no ConViT "+" models; their counts are those of the
+# same layers at D = 64 N_h (ConViT Table 1), checked by hand count and against
+# Table 1 in `test_convit_counts_follow_table_1`.
 EXPECTED_PARAMETERS = {
     "ViT_Ti16": 5_717_416,
     "ViT_S16": 22_050_664,
@@ -32,6 +35,12 @@ EXPECTED_PARAMETERS = {
     "ConViT_Ti_plus": 9_972_912,
     "ConViT_S_plus": 48_979_882,
     "ConViT_B_plus": 153_134_856,
+    "Swin_T": 28_288_354,
+    "Swin_S": 49_606_258,
+    "Swin_B": 87_768_224,
+    "Swin_L": 196_532_476,
+    "Swin_B384": 87_903_584,
+    "Swin_L384": 196_735_516,
 }
 
 

@@ -1,0 +1,401 @@
+"""The Swin Transformer (Liu et al. 2021): a hierarchical ViT with shifted windows.
+
+The graph keeps channels-last feature maps `(batch, H, W, C)` from the patch
+embedding to the final norm (Swin Sec. 3.1, Fig. 3), so every stage's
+resolution is static and the blocks fix their windows, masks and indices in
+`build()` (see `keras_vit.layers.swin`).
+
+Layer names and timm 1.0.31's `SwinTransformer` keys (`timm_key_map` lists
+every weight with its transform; stages `i` and blocks `j` count from 0 in both):
+
+- `patch_embed/proj`, `patch_embed/norm` -> `patch_embed.proj`, `patch_embed.norm`
+- `stage_{i}_downsample/norm`, `/reduction` (i >= 1; the merging opens stage i)
+  -> `layers.{i}.downsample.norm`, `layers.{i}.downsample.reduction`
+- `stage_{i}_block_{j}/norm1`, `/norm2` -> `layers.{i}.blocks.{j}.norm1`, `.norm2`
+- `stage_{i}_block_{j}/attention/qkv`, `/attention/out`,
+  `/attention/relative_position_bias_table` -> `layers.{i}.blocks.{j}.attn.qkv`,
+  `.attn.proj`, `.attn.relative_position_bias_table`
+- `stage_{i}_block_{j}/mlp/fc1`, `/mlp/fc2` -> `layers.{i}.blocks.{j}.mlp.fc1`, `.mlp.fc2`
+- `norm` -> `norm`; `head` -> `head.fc`
+- `absolute_position_embedding` -> none in timm 1.0.31; Microsoft's
+  `absolute_pos_embed` (`ape=True`), shaped `(1, H * W, C)` there.
+
+timm's relative position indices and attention masks are buffers, not weights;
+here they are constants of the blocks. Microsoft's original checkpoints put the
+merging at the end of stage `i - 1` (`layers.{i-1}.downsample`) and name the
+blocks as timm does.
+"""
+
+import keras
+from keras import ops
+
+from keras_vit.layers.swin import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock
+from keras_vit.layers.validation import (
+    check_bool,
+    check_dtype_policy,
+    check_positive_int,
+    check_rate,
+    to_pair,
+)
+from keras_vit.layers.window_attention import _swin_initializer
+from keras_vit.models.common import (
+    PREPROCESSINGS,
+    check_model_args,
+    finish_model,
+    image_input,
+    preprocess,
+)
+
+SWIN_POOLINGS = ("avg", None)
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class AbsolutePositionEmbedding(keras.layers.Layer):
+    """Adds a learned `(H, W, C)` position embedding to a feature map (Swin's `ape`).
+
+    The optional absolute position embedding of Swin Sec. 3.1 (Table 4
+    "abs. pos."), added to the patch embedding.
+
+    Args:
+        initializer: Initializer of the embedding. Defaults to a truncated
+            normal with standard deviation 0.02 (the reference's).
+        **kwargs: Base layer arguments.
+
+    Call arguments:
+        x: Tensor `(batch, H, W, C)` with static `H`, `W` and `C`.
+    """
+
+    def __init__(self, initializer=None, **kwargs):
+        super().__init__(**kwargs)
+        self.initializer = keras.initializers.get(initializer or _swin_initializer())
+
+    def build(self, input_shape):
+        if len(input_shape) != 4 or None in tuple(input_shape[1:]):
+            raise ValueError(
+                "AbsolutePositionEmbedding expects a `(batch, height, width, channels)` "
+                f"input with static sizes. Received: input_shape={tuple(input_shape)}"
+            )
+        self.position_embedding = self.add_weight(
+            shape=tuple(input_shape[1:]), initializer=self.initializer, name="position_embedding"
+        )
+
+    def call(self, x):
+        return x + ops.cast(self.position_embedding, x.dtype)[None]
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config["initializer"] = keras.initializers.serialize(self.initializer)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class RematSwinTransformerBlock(SwinTransformerBlock):
+    """A `SwinTransformerBlock` recomputed in the backward pass (`keras.remat`).
+
+    Same arguments, weights and outputs as `SwinTransformerBlock`; its
+    activations are not stored for the backward pass but recomputed, for less
+    memory at about a third more compute. Only tensors cross the remat
+    boundary: the stochastic-depth masks are drawn outside it, so that the
+    recomputation sees the same masks and no random-generator state is updated
+    inside `jax.checkpoint` (which would leak a tracer) or re-drawn by
+    `tf.recompute_grad`. For the same reason dropout inside the block is not
+    supported (`SwinTransformer` refuses `remat=True` with dropout).
+    """
+
+    def _branch_scale(self, x, training):
+        """The stochastic-depth factor of one residual branch: `(batch, 1, 1, 1)` or 1."""
+        rate = self.drop_path_rate
+        if not training or rate == 0.0:
+            return ops.ones((1, 1, 1, 1), x.dtype)
+        keep = 1.0 - rate
+        shape = (ops.shape(x)[0], 1, 1, 1)
+        mask = keras.random.uniform(shape, seed=self.drop_path.seed_generator) < keep
+        return ops.cast(mask, x.dtype) / ops.cast(keep, x.dtype)
+
+    def call(self, x, training=None, return_attention_scores=False):
+        if return_attention_scores:
+            return super().call(x, training, return_attention_scores)
+        attention_scale = self._branch_scale(x, training)
+        mlp_scale = self._branch_scale(x, training)
+
+        def forward(x, attention_scale, mlp_scale):
+            y, _ = self._window_attention(self.norm1(x), training, False)
+            x = x + y * attention_scale
+            return x + self.mlp(self.norm2(x), training=training) * mlp_scale
+
+        # Positional arguments only: backends' remat wrappers take no keywords.
+        return keras.remat(forward)(x, attention_scale, mlp_scale)
+
+
+def check_stage_sizes(depths, num_heads, embed_dim):
+    """Returns `depths` and `num_heads` as tuples, after checking them against `embed_dim`.
+
+    Stage `i` has width `embed_dim * 2**i`, which its number of heads must divide.
+    """
+
+    def positive_ints(value, name):
+        ok = isinstance(value, (list, tuple)) and len(value) > 0 and all(
+            isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in value
+        )
+        if not ok:
+            raise ValueError(
+                f"`{name}` must be a non-empty tuple of positive integers, one per stage. "
+                f"Received: {name}={value!r}"
+            )
+        return tuple(value)
+
+    check_positive_int(embed_dim, "embed_dim")
+    depths = positive_ints(depths, "depths")
+    num_heads = positive_ints(num_heads, "num_heads")
+    if len(depths) != len(num_heads):
+        raise ValueError(
+            "`depths` and `num_heads` must have one entry per stage each. "
+            f"Received: depths={depths}, num_heads={num_heads}"
+        )
+    for index, heads in enumerate(num_heads):
+        width = embed_dim * 2**index
+        if width % heads:
+            raise ValueError(
+                f"The width of stage {index}, embed_dim * 2**{index} = {width}, must be "
+                f"divisible by its `num_heads`. Received: embed_dim={embed_dim}, "
+                f"num_heads={num_heads}"
+            )
+    return depths, num_heads
+
+
+def _check_swin_args(
+    image_size, patch_size, num_channels, window_size, mlp_ratio, qkv_bias,
+    absolute_position_embedding, rates, pooling, include_top, preprocessing, remat,
+):
+    image_size = to_pair(image_size, "image_size")
+    patch_size = to_pair(patch_size, "patch_size")
+    window_size = to_pair(window_size, "window_size")
+    check_positive_int(num_channels, "num_channels")
+    if isinstance(mlp_ratio, bool) or not isinstance(mlp_ratio, (int, float)) or mlp_ratio <= 0:
+        raise ValueError(f"`mlp_ratio` must be a positive number. Received: mlp_ratio={mlp_ratio!r}")
+    check_bool(qkv_bias, "qkv_bias")
+    check_bool(absolute_position_embedding, "absolute_position_embedding")
+    for name, rate in rates.items():
+        check_rate(rate, name)
+    if pooling not in SWIN_POOLINGS:
+        raise ValueError(f"`pooling` must be one of {SWIN_POOLINGS}. Received: pooling={pooling!r}")
+    if pooling is None and include_top:
+        raise ValueError(
+            "`pooling=None` (the final feature map as output) needs `include_top=False`. "
+            f"Received: pooling={pooling!r}, include_top={include_top!r}"
+        )
+    if preprocessing not in PREPROCESSINGS:
+        raise ValueError(
+            f"`preprocessing` must be one of {PREPROCESSINGS}. Received: preprocessing={preprocessing!r}"
+        )
+    if remat and (rates["dropout_rate"] or rates["attention_dropout_rate"]):
+        raise ValueError(
+            "`remat=True` supports stochastic depth but not dropout inside the blocks "
+            "(see `RematSwinTransformerBlock`). Received: remat=True, "
+            f"dropout_rate={rates['dropout_rate']}, "
+            f"attention_dropout_rate={rates['attention_dropout_rate']}"
+        )
+    return image_size, patch_size, window_size
+
+
+def swin_head(features, num_classes, classifier_activation, dtype):
+    """The classifier, trunc-normal(0.02) with zero bias as in the reference.
+
+    Computed in float32 under mixed precision, for stable losses.
+    """
+    policy = check_dtype_policy(dtype)
+    return keras.layers.Dense(
+        num_classes,
+        activation=classifier_activation,
+        kernel_initializer=_swin_initializer(),
+        bias_initializer="zeros",
+        dtype="float32" if policy.compute_dtype != policy.variable_dtype else policy,
+        name="head",
+    )(features)
+
+
+def SwinTransformer(
+    image_size=224,
+    patch_size=4,
+    num_channels=3,
+    embed_dim=96,
+    depths=(2, 2, 6, 2),
+    num_heads=(3, 6, 12, 24),
+    window_size=7,
+    mlp_ratio=4.0,
+    qkv_bias=True,
+    absolute_position_embedding=False,
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    drop_path_rate=0.1,
+    num_classes=1000,
+    include_top=True,
+    pooling="avg",
+    classifier_activation=None,
+    preprocessing="imagenet",
+    dtype=None,
+    remat=False,
+    weights=None,
+    name="swin_transformer",
+):
+    """Builds a Swin Transformer (Liu et al. 2021, Sec. 3, Fig. 3).
+
+    Patch partition and linear embedding (with LayerNorm), an optional absolute
+    position embedding, then `len(depths)` stages of Swin blocks; every second
+    block of a stage shifts its windows by `window_size // 2` (Sec. 3.2), and a
+    patch merging halves the resolution and doubles the width before every
+    stage but the first. A final LayerNorm, global average pooling and a linear
+    head follow (Sec. 3.3). Any image size works: the patch embedding, the
+    blocks and the merging pad at the bottom/right as needed.
+
+    Args:
+        image_size: int or tuple `(height, width)`. Input size; non-square
+            works. Defaults to 224.
+        patch_size: int or tuple. Patch size in pixels. Defaults to 4.
+        num_channels: int. Input channels. Defaults to 3.
+        embed_dim: int. `C`, the width of the first stage; stage `i` has
+            `C * 2**i`. Defaults to 96 (Swin-T).
+        depths: tuple of ints. Blocks per stage. Defaults to `(2, 2, 6, 2)`.
+        num_heads: tuple of ints. Heads per stage; each must divide its stage's
+            width. Defaults to `(3, 6, 12, 24)`.
+        window_size: int or tuple. `M`, the attention window. Defaults to 7.
+        mlp_ratio: float. MLP hidden width over the block width. Defaults to 4.
+        qkv_bias: bool. Bias of the qkv projections. Defaults to `True`.
+        absolute_position_embedding: bool. Add a learned `(H/P, W/P, C)`
+            embedding after the patch embedding (the reference's `ape`).
+            Defaults to `False`.
+        dropout_rate: float. Dropout after the embedding, the attention
+            projections and the MLP layers. Defaults to 0.
+        attention_dropout_rate: float. Dropout on attention. Defaults to 0.
+        drop_path_rate: float. Stochastic depth, rising linearly over all blocks
+            from 0 to this value. Defaults to 0.1 (Swin-T's).
+        num_classes: int. Classes of the head. Defaults to 1000.
+        include_top: bool. If `False`, the model returns the pooled features
+            (or, with `pooling=None`, the final feature map). Defaults to `True`.
+        pooling: `"avg"` (global average) or `None` (no pooling; only with
+            `include_top=False`). Defaults to `"avg"`.
+        classifier_activation: Activation of the head, e.g. `"softmax"`.
+            Defaults to `None` (logits).
+        preprocessing: `"imagenet"` (mean/std, the reference's), `"inception"`
+            or `None`. Defaults to `"imagenet"`.
+        dtype: dtype policy name or `keras.DTypePolicy`. Defaults to the
+            global policy.
+        remat: bool. Recompute each block in the backward pass instead of
+            storing its activations (`RematSwinTransformerBlock`): less memory
+            for about a third more compute. Not with `dropout_rate` or
+            `attention_dropout_rate` above 0. Defaults to `False`.
+        weights: str, path or None. A checkpoint to load (see
+            `keras_vit.load_weights`). Defaults to `None` (random init).
+        name: str. Model name.
+
+    Returns:
+        A `keras.Model` taking `(batch, height, width, num_channels)` images.
+
+    Raises:
+        ValueError: for an invalid argument, naming it.
+    """
+    depths, num_heads = check_stage_sizes(depths, num_heads, embed_dim)
+    image_size, patch_size, window_size = _check_swin_args(
+        image_size, patch_size, num_channels, window_size, mlp_ratio, qkv_bias,
+        absolute_position_embedding,
+        dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
+             drop_path_rate=drop_path_rate),
+        pooling, include_top, preprocessing, remat,
+    )
+    check_model_args(num_classes, include_top, None, classifier_activation, dtype, remat, weights, name)
+
+    images, x = image_input(image_size, num_channels, dtype)
+    x = preprocess(x, preprocessing, num_channels, dtype)
+    x = SwinPatchEmbedding(embed_dim, patch_size, dtype=dtype, name="patch_embed")(x)
+    if absolute_position_embedding:
+        x = AbsolutePositionEmbedding(dtype=dtype, name="absolute_position_embedding")(x)
+    x = keras.layers.Dropout(dropout_rate, dtype=dtype, name="embedding_dropout")(x)
+    total_blocks, block_index = sum(depths), 0
+    shift = tuple(w // 2 for w in window_size)
+    for stage, (depth, heads) in enumerate(zip(depths, num_heads)):
+        if stage > 0:
+            x = PatchMerging(dtype=dtype, name=f"stage_{stage}_downsample")(x)
+        for index in range(depth):
+            # torch.linspace(0, drop_path_rate, total_blocks), as the reference.
+            rate = drop_path_rate * block_index / max(total_blocks - 1, 1)
+            block_class = RematSwinTransformerBlock if remat else SwinTransformerBlock
+            x = block_class(
+                heads,
+                window_size,
+                shift_size=shift if index % 2 else 0,
+                mlp_ratio=mlp_ratio,
+                qkv_bias=qkv_bias,
+                dropout_rate=dropout_rate,
+                attention_dropout_rate=attention_dropout_rate,
+                drop_path_rate=rate,
+                dtype=dtype,
+                name=f"stage_{stage}_block_{index}",
+            )(x)
+            block_index += 1
+    x = keras.layers.LayerNormalization(epsilon=1e-5, dtype=dtype, name="norm")(x)
+    if pooling == "avg":
+        x = keras.layers.GlobalAveragePooling2D(dtype=dtype, name="avg_pool")(x)
+    if include_top:
+        x = swin_head(x, num_classes, classifier_activation, dtype)
+    return finish_model(images, x, name, weights)
+
+
+def timm_key_map(depths, absolute_position_embedding=False, include_top=True):
+    """Keras weight paths of a `SwinTransformer` and the timm 1.0.31 keys they hold.
+
+    A pure table for the checkpoint converter: torch `Linear` weights are
+    `(out, in)` and Keras `Dense` kernels `(in, out)` ("transpose"); the patch
+    convolution is `(out, in, kh, kw)` in torch and `(kh, kw, in, out)` in
+    Keras ("conv"); everything else is copied as is ("copy").
+
+    Args:
+        depths: tuple of ints. Blocks per stage of the model.
+        absolute_position_embedding: bool. Whether the model has one (timm
+            1.0.31 has none, so its key is Microsoft's `absolute_pos_embed`,
+            of shape `(1, H*W, C)`, to be reshaped). Defaults to `False`.
+        include_top: bool. Whether the model has its head. Defaults to `True`.
+
+    Returns:
+        Dict `keras variable path -> (timm key, transform)`, transform one of
+        `"copy"`, `"transpose"`, `"conv"`.
+    """
+    table = {
+        "patch_embed/proj/kernel": ("patch_embed.proj.weight", "conv"),
+        "patch_embed/proj/bias": ("patch_embed.proj.bias", "copy"),
+        "patch_embed/norm/gamma": ("patch_embed.norm.weight", "copy"),
+        "patch_embed/norm/beta": ("patch_embed.norm.bias", "copy"),
+    }
+    if absolute_position_embedding:
+        table["absolute_position_embedding/position_embedding"] = ("absolute_pos_embed", "copy")
+
+    def linear(keras_prefix, timm_prefix, bias=True):
+        table[f"{keras_prefix}/kernel"] = (f"{timm_prefix}.weight", "transpose")
+        if bias:
+            table[f"{keras_prefix}/bias"] = (f"{timm_prefix}.bias", "copy")
+
+    def norm(keras_prefix, timm_prefix):
+        table[f"{keras_prefix}/gamma"] = (f"{timm_prefix}.weight", "copy")
+        table[f"{keras_prefix}/beta"] = (f"{timm_prefix}.bias", "copy")
+
+    for stage, depth in enumerate(depths):
+        if stage > 0:
+            norm(f"stage_{stage}_downsample/norm", f"layers.{stage}.downsample.norm")
+            linear(f"stage_{stage}_downsample/reduction", f"layers.{stage}.downsample.reduction", bias=False)
+        for index in range(depth):
+            ours, theirs = f"stage_{stage}_block_{index}", f"layers.{stage}.blocks.{index}"
+            norm(f"{ours}/norm1", f"{theirs}.norm1")
+            table[f"{ours}/attention/relative_position_bias_table"] = (
+                f"{theirs}.attn.relative_position_bias_table", "copy"
+            )
+            linear(f"{ours}/attention/qkv", f"{theirs}.attn.qkv")
+            linear(f"{ours}/attention/out", f"{theirs}.attn.proj")
+            norm(f"{ours}/norm2", f"{theirs}.norm2")
+            linear(f"{ours}/mlp/fc1", f"{theirs}.mlp.fc1")
+            linear(f"{ours}/mlp/fc2", f"{theirs}.mlp.fc2")
+    norm("norm", "norm")
+    if include_top:
+        linear("head", "head.fc")
+    return table

@@ -157,6 +157,12 @@ def check_config(config):
         if not _is_int(config.randaugment) or not low <= config.randaugment <= high:
             _fail("randaugment", config.randaugment,
                   f"a RandAugment magnitude, an integer from {low} (off) to {high} (DeiT uses 9)")
+    if config.remat and (config.dropout_rate or config.drop_path_rate):
+        raise ValueError(
+            "--remat cannot be combined with --dropout_rate or --drop_path_rate yet (the recomputed backward "
+            "pass would draw other random masks). Received: remat=True, "
+            f"dropout_rate={config.dropout_rate}, drop_path_rate={config.drop_path_rate}"
+        )
     for field in ("jit_compile", "remat"):
         if not isinstance(getattr(config, field), bool):
             _fail(field, getattr(config, field), "true or false")

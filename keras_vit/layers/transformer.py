@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_vit.layers.attention import GPSA, MultiHeadSelfAttention
 from keras_vit.layers.token_dense import dense_on_tokens
-from keras_vit.layers.validation import check_positive_int, check_rate
+from keras_vit.layers.validation import check_positive_int, check_rate, check_remat_without_randomness
 
 
 def gelu(x):
@@ -206,6 +206,7 @@ class TransformerBlock(keras.layers.Layer):
             ("drop_path_rate", drop_path_rate),
         ):
             check_rate(rate, name)
+        check_remat_without_randomness(remat, dropout_rate, attention_dropout_rate, drop_path_rate)
         if use_gpsa and grid_size is None:
             raise ValueError(
                 "`grid_size` (rows, cols of the patch grid) is required with "

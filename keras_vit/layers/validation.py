@@ -113,3 +113,24 @@ def check_dtype_policy(dtype, name="dtype"):
             f"train in floating point). Received: {name}={dtype!r}"
         )
     return policy
+
+
+def check_remat_without_randomness(remat, dropout_rate, attention_dropout_rate, drop_path_rate):
+    """Refuses `remat=True` together with dropout or stochastic depth.
+
+    Recomputing a block in the backward pass runs its random draws again: with a
+    stateful seed they give other masks than the forward pass did (wrong
+    gradients, silently, under `tf.recompute_grad`), and `jax.checkpoint` refuses
+    the stateful draw outright. Until the blocks draw their masks from seeds
+    passed into the recomputation, remat is for runs without them.
+    """
+    rates = {"dropout_rate": dropout_rate, "attention_dropout_rate": attention_dropout_rate,
+             "drop_path_rate": drop_path_rate}
+    used = {name: rate for name, rate in rates.items() if rate}
+    if remat and used:
+        received = ", ".join(f"{name}={rate}" for name, rate in used.items())
+        raise ValueError(
+            "`remat=True` cannot be combined with dropout or stochastic depth yet: the recomputed "
+            "backward pass would draw other random masks than the forward pass. Set the rates to 0 "
+            f"or remat=False. Received: remat=True, {received}"
+        )

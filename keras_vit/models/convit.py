@@ -4,7 +4,7 @@ import keras
 
 from keras_vit.layers.patching import ClassToken, PatchEncoder, Patches
 from keras_vit.layers.transformer import TransformerBlock
-from keras_vit.layers.validation import check_non_negative_float
+from keras_vit.layers.validation import check_non_negative_float, check_remat_without_randomness
 from keras_vit.models.common import (
     check_common_args,
     check_grid,
@@ -81,6 +81,7 @@ def ConViT(
     check_model_args(
         num_classes, include_top, representation_size, classifier_activation, dtype, remat, weights, name
     )
+    check_remat_without_randomness(remat, dropout_rate, attention_dropout_rate, drop_path_rate)
     check_grid(image_size, patch_size, image_size)
     if (
         not isinstance(num_gpsa_layers, int)

@@ -6,7 +6,7 @@ import numpy as np
 from keras_vit.layers.bit import ResNetStage, StandardizedConv2D
 from keras_vit.layers.patching import ClassToken, PatchEncoder, Patches
 from keras_vit.layers.transformer import TransformerBlock
-from keras_vit.layers.validation import check_positive_int
+from keras_vit.layers.validation import check_positive_int, check_remat_without_randomness
 from keras_vit.models.common import (
     check_common_args,
     check_grid,
@@ -153,6 +153,7 @@ def VisionTransformer(
     check_model_args(
         num_classes, include_top, representation_size, classifier_activation, dtype, remat, weights, name
     )
+    check_remat_without_randomness(remat, dropout_rate, attention_dropout_rate, drop_path_rate)
     resnet_stages = check_resnet_args(resnet_stages, resnet_width)
     if resnet_stages is not None:
         feature_size = resnet_feature_size(image_size, resnet_stages)

@@ -180,3 +180,17 @@ def test_name_names_the_model_in_builders_and_build_variant():
     assert keras_vit.ViT_Ti16(name="x", image_size=32).name == "x"
     assert keras_vit.build_variant("ViT_Ti16", name="y", image_size=32).name == "y"
     assert keras_vit.ConViT_Ti(name="z", image_size=32).name == "z"
+
+
+@pytest.mark.parametrize("rate", ["dropout_rate", "attention_dropout_rate", "drop_path_rate"])
+@pytest.mark.parametrize("builder", [keras_vit.VisionTransformer, keras_vit.ConViT])
+def test_remat_with_random_masks_is_refused(builder, rate):
+    tiny = dict(image_size=16, patch_size=8, hidden_size=16, num_layers=2, num_heads=4, mlp_dim=32)
+    if builder is keras_vit.ConViT:
+        tiny["num_gpsa_layers"] = 1
+    with pytest.raises(ValueError, match=rf"`remat=True` cannot be combined with dropout or stochastic depth yet.*"
+                                         rf"Received: remat=True, {rate}=0.1"):
+        builder(**tiny, remat=True, **{rate: 0.1})
+    builder(**tiny, remat=True)  # without them it builds
+    with pytest.raises(ValueError, match=rf"Received: remat=True, {rate}=0.1"):
+        keras_vit.layers.TransformerBlock(2, 32, remat=True, **{rate: 0.1})

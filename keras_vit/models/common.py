@@ -147,11 +147,12 @@ def preprocess(x, mode, num_channels, dtype):
 
 
 def classification_head(
-    features, num_classes, representation_size, classifier_activation, dtype
+    features, num_classes, representation_size, classifier_activation, dtype, kernel_initializer="zeros"
 ):
-    """Optional pre-logits (Dense + tanh) and a zero-initialized classifier.
+    """Optional pre-logits (Dense + tanh) and the classifier.
 
-    ViT App. B.1.1: the classifier is a zero-initialized `D x K` layer. Its
+    ViT App. B.1.1: the classifier is a zero-initialized `D x K` layer (Swin's
+    reference initializes it as its other kernels: `kernel_initializer`). Its
     output is computed in float32 under mixed precision, for stable losses.
     The arguments were checked by `check_model_args`.
     """
@@ -167,7 +168,7 @@ def classification_head(
     return keras.layers.Dense(
         num_classes,
         activation=classifier_activation,
-        kernel_initializer="zeros",
+        kernel_initializer=kernel_initializer,
         dtype="float32" if policy.compute_dtype != policy.variable_dtype else policy,
         name="head",
     )(features)

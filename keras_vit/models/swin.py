@@ -32,7 +32,6 @@ from keras import ops
 from keras_vit.layers.swin import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock
 from keras_vit.layers.validation import (
     check_bool,
-    check_dtype_policy,
     check_positive_int,
     check_rate,
     to_pair,
@@ -40,6 +39,7 @@ from keras_vit.layers.validation import (
 from keras_vit.layers.window_attention import _swin_initializer
 from keras_vit.models.common import (
     PREPROCESSINGS,
+    classification_head,
     check_model_args,
     finish_model,
     image_input,
@@ -201,22 +201,6 @@ def _check_swin_args(
     return image_size, patch_size, window_size
 
 
-def swin_head(features, num_classes, classifier_activation, dtype):
-    """The classifier, trunc-normal(0.02) with zero bias as in the reference.
-
-    Computed in float32 under mixed precision, for stable losses.
-    """
-    policy = check_dtype_policy(dtype)
-    return keras.layers.Dense(
-        num_classes,
-        activation=classifier_activation,
-        kernel_initializer=_swin_initializer(),
-        bias_initializer="zeros",
-        dtype="float32" if policy.compute_dtype != policy.variable_dtype else policy,
-        name="head",
-    )(features)
-
-
 def SwinTransformer(
     image_size=224,
     patch_size=4,
@@ -339,7 +323,8 @@ def SwinTransformer(
     if pooling == "avg":
         x = keras.layers.GlobalAveragePooling2D(dtype=dtype, name="avg_pool")(x)
     if include_top:
-        x = swin_head(x, num_classes, classifier_activation, dtype)
+        # The reference's trunc-normal(0.02) classifier with zero bias, not ViT's zero kernel.
+        x = classification_head(x, num_classes, None, classifier_activation, dtype, _swin_initializer())
     return finish_model(images, x, name, weights)
 
 

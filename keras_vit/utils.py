@@ -110,13 +110,34 @@ def decode_predictions(predictions, top=5, from_logits=True, class_names=None):
     return [[(int(i), class_names[i], float(row[i])) for i in idx] for row, idx in zip(predictions, order)]
 
 
+def _remote_files(path):
+    """`tf.io.gfile` for a path with a scheme (`gs://`, `ram://`); None for a local path."""
+    if "://" not in str(path):
+        return None
+    import tensorflow as tf
+
+    return tf.io.gfile
+
+
 def write_text_atomically(path, text):
     """Writes `text` to a temporary file beside `path`, syncs it and renames it onto `path`.
 
     A reader sees the old file or the new one, never a partial write; a failed
-    write (a full disk) removes its temporary file.
+    write (a full disk) removes its temporary file. Paths with a scheme
+    (`gs://...`) go through `tf.io.gfile`, where the rename is the store's.
     """
     tmp = f"{path}.tmp-{os.getpid()}"
+    gfile = _remote_files(path)
+    if gfile is not None:
+        try:
+            with gfile.GFile(tmp, "w") as f:
+                f.write(text)
+            gfile.rename(tmp, path, overwrite=True)
+        except BaseException:
+            if gfile.exists(tmp):
+                gfile.remove(tmp)
+            raise
+        return
     try:
         with open(tmp, "w") as f:
             f.write(text)
@@ -132,7 +153,8 @@ def write_text_atomically(path, text):
 def file_sha256(path):
     """The sha256 of a file's bytes, as a hex string, read in 1 MiB chunks."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    gfile = _remote_files(path)
+    with (gfile.GFile(path, "rb") if gfile is not None else open(path, "rb")) as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()

@@ -12,18 +12,20 @@ damaged one (truncated, corrupted, emptied) is moved aside to `damaged-ckpt-<ste
 (temporary folders of a killed save excepted, which are removed) is left alone.
 """
 
+import io
 import json
 import os
 import re
-import shutil
 import signal
 import sys
+import tempfile
 import threading
 
 import keras
 import numpy as np
 
 from keras_vit.utils import file_sha256, write_text_atomically
+from train import files
 
 KEEP = 2
 CHECKPOINT_NAME = re.compile(r"^ckpt-(\d+)$")
@@ -46,111 +48,159 @@ class CheckpointManager:
         keep: int. How many of the newest checkpoints to keep. Defaults to 2.
         log: callable taking a str, for warnings about damaged checkpoints.
             Defaults to printing on stderr.
+        writer: bool. `False` for the non-chief workers of a multi-worker
+            job: they restore from the folder but never write, rename or
+            remove anything in it. Defaults to `True`.
     """
 
-    def __init__(self, directory, keep=KEEP, log=None):
+    def __init__(self, directory, keep=KEEP, log=None, writer=True):
         self.directory = directory
         self.keep = keep
         self.log = log or (lambda message: print(message, file=sys.stderr, flush=True))
+        self.writer = writer
         self.restored_from = None
 
     # ---- what is in the folder ---------------------------------------------------
 
     def checkpoints(self):
         """`(step, path)` of every `ckpt-<step>` folder, oldest first."""
-        if not os.path.isdir(self.directory):
+        if not files.isdir(self.directory):
             return []
         found = []
-        for name in os.listdir(self.directory):
+        for name in files.listdir(self.directory):
             match = CHECKPOINT_NAME.match(name)
-            if match and os.path.isdir(os.path.join(self.directory, name)):
+            if match and files.isdir(os.path.join(self.directory, name)):
                 found.append((int(match.group(1)), os.path.join(self.directory, name)))
         return sorted(found)
 
     def latest(self):
         """Path that the `latest` pointer names, or None if it names no checkpoint in this folder."""
         pointer = os.path.join(self.directory, "latest")
-        if not os.path.isfile(pointer):
+        if not files.isfile(pointer):
             return None
-        with open(pointer) as f:
+        with files.open_file(pointer) as f:
             name = f.read().strip()
         # Only a plain `ckpt-<step>` name: a pointer can never lead out of the folder.
         if not CHECKPOINT_NAME.match(name):
             self.log(f"warning: ignoring {pointer!r}: it names {name[:80]!r}, not a checkpoint of this folder.")
             return None
         path = os.path.join(self.directory, name)
-        return path if os.path.isdir(path) else None
+        return path if files.isdir(path) else None
 
     def remove_leftovers(self):
         """Removes the temporary files and folders of a save that was killed."""
-        if not os.path.isdir(self.directory):
+        if not self.writer or not files.isdir(self.directory):
             return []
         removed = []
-        for name in os.listdir(self.directory):
+        for name in files.listdir(self.directory):
             if LEFTOVER_NAME.match(name):
-                path = os.path.join(self.directory, name)
-                if os.path.isdir(path):
-                    shutil.rmtree(path)
-                else:
-                    os.remove(path)
+                files.remove_any(os.path.join(self.directory, name))
                 removed.append(name)
         return removed
 
     # ---- saving -----------------------------------------------------------------
 
     def save(self, model):
-        """Writes a checkpoint at the optimizer's current step; returns its path."""
+        """Writes a checkpoint at the optimizer's current step; returns its path (None if not the writer)."""
         step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
         name = f"ckpt-{step}"
         final = os.path.join(self.directory, name)
-        if os.path.isdir(final):
-            try:
-                verify_checkpoint(final)
-                return final
-            except DamagedCheckpointError as error:
-                self._set_aside(final, error)
-        os.makedirs(self.directory, exist_ok=True)
-        tmp = os.path.join(self.directory, f".{name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        os.makedirs(tmp)
+        if self.writer and not self._intact(final):
+            return self._write(model, step, final)
+        # Nothing to keep (a non-chief worker, or this step is saved already), yet the
+        # same saving runs into a scratch folder: under MultiWorkerMirroredStrategy
+        # saving runs collective ops that every worker must join (TensorFlow's own
+        # recipe for multi-worker saving), and a worker that skipped them would hang
+        # the others.
+        with tempfile.TemporaryDirectory(prefix="keras_vit-scratch-") as scratch:
+            self._write_files(model, scratch)
+        return final if self.writer else None
+
+    def _intact(self, path):
+        if not files.isdir(path):
+            return False
         try:
-            model.save_weights(os.path.join(tmp, WEIGHTS_FILE))
-            # Keys keep the order (restore relies on it) and the names (for inspection).
-            optimizer_values = {
-                f"{i:05d}:{v.path}": keras.ops.convert_to_numpy(v) for i, v in enumerate(model.optimizer.variables)
-            }
-            np.savez(os.path.join(tmp, OPTIMIZER_FILE), **optimizer_values)
+            verify_checkpoint(path)
+            return True
+        except DamagedCheckpointError as error:
+            self._set_aside(path, error)
+            return False
+
+    def _write(self, model, step, final):
+        files.makedirs(self.directory)
+        tmp = os.path.join(self.directory, f".{os.path.basename(final)}.tmp-{os.getpid()}")
+        files.rmtree(tmp)
+        files.makedirs(tmp)
+        try:
+            self._write_files(model, tmp)
             manifest = {"step": step, "files": {}}
             for file in (WEIGHTS_FILE, OPTIMIZER_FILE):
                 path = os.path.join(tmp, file)
-                _fsync(path)
-                manifest["files"][file] = {"bytes": os.path.getsize(path), "sha256": file_sha256(path)}
+                files.sync(path)
+                manifest["files"][file] = {"bytes": files.getsize(path), "sha256": file_sha256(path)}
             write_text_atomically(os.path.join(tmp, MANIFEST_FILE), json.dumps(manifest, indent=2))
-            os.replace(tmp, final)
+            files.move_folder(tmp, final, last=MANIFEST_FILE)
         except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+            files.rmtree(tmp)
             raise
-        write_text_atomically(os.path.join(self.directory, "latest"), name)
+        write_text_atomically(os.path.join(self.directory, "latest"), os.path.basename(final))
         self._prune(keep=final)
         return final
+
+    @staticmethod
+    def _write_files(model, folder):
+        model.save_weights(os.path.join(folder, WEIGHTS_FILE))
+        # Keys keep the order (restore relies on it) and the names (for inspection).
+        optimizer_values = {
+            f"{i:05d}:{v.path}": keras.ops.convert_to_numpy(v) for i, v in enumerate(model.optimizer.variables)
+        }
+        path = os.path.join(folder, OPTIMIZER_FILE)
+        if files.is_remote(path):
+            # zipfile needs a seekable file, which not every remote file system offers.
+            buffer = io.BytesIO()
+            np.savez(buffer, **optimizer_values)
+            with files.open_file(path, "wb") as f:
+                f.write(buffer.getvalue())
+        else:
+            np.savez(path, **optimizer_values)  # an OSError then names the file
 
     def _prune(self, keep):
         for _, path in self.checkpoints()[: -self.keep]:
             if path != keep:
-                shutil.rmtree(path, ignore_errors=True)
+                files.rmtree(path)
 
     def _set_aside(self, path, error):
         """Renames a damaged checkpoint to `damaged-<name>` (kept for inspection, never deleted)."""
         base = os.path.join(self.directory, f"damaged-{os.path.basename(path)}")
         target, count = base, 1
-        while os.path.exists(target):
+        while files.exists(target):
             count += 1
             target = f"{base}-{count}"
-        os.replace(path, target)
+        files.move_folder(path, target)
         self.log(f"warning: checkpoint {os.path.basename(path)!r} is damaged ({error}); "
                  f"moved to {os.path.basename(target)!r}.")
 
     # ---- restoring --------------------------------------------------------------
+    def set_aside_damaged(self):
+        """Moves damaged checkpoints, newest first, aside until an intact one is found.
+
+        `restore` does the same; the chief of a multi-worker job calls this
+        first, so that the other workers, which never rename anything, find
+        the same newest intact checkpoint.
+        """
+        damaged = False
+        for _, path in reversed(self.checkpoints()):
+            try:
+                verify_checkpoint(path)
+            except DamagedCheckpointError as error:
+                self._set_aside(path, error)
+                damaged = True
+                continue
+            if damaged:
+                self.log(f"Resuming from the newest intact checkpoint, {os.path.basename(path)!r}.")
+            return path
+        return None
+
 
     def restore(self, model):
         """Loads the newest intact checkpoint into a compiled model; returns its step (0 if none).
@@ -167,7 +217,8 @@ class CheckpointManager:
             try:
                 verify_checkpoint(path)
             except DamagedCheckpointError as error:
-                self._set_aside(path, error)
+                if self.writer:
+                    self._set_aside(path, error)
                 damaged = True
                 continue
             if damaged:
@@ -188,7 +239,9 @@ class CheckpointManager:
         optimizer = model.optimizer
         if not optimizer.built:
             optimizer.build(model.trainable_variables)
-        with np.load(os.path.join(path, OPTIMIZER_FILE)) as data:
+        with files.open_file(os.path.join(path, OPTIMIZER_FILE), "rb") as f:
+            content = f.read()
+        with np.load(io.BytesIO(content)) as data:
             values = [data[key] for key in sorted(data.files)]
         if len(values) != len(optimizer.variables) or any(
             tuple(v.shape) != tuple(value.shape) for v, value in zip(optimizer.variables, values)
@@ -201,11 +254,6 @@ class CheckpointManager:
             variable.assign(value)
 
 
-def _fsync(path):
-    with open(path, "rb") as f:
-        os.fsync(f.fileno())
-
-
 def verify_checkpoint(path):
     """Checks a checkpoint's files against its manifest.
 
@@ -214,11 +262,13 @@ def verify_checkpoint(path):
             another size, or of another sha256, or a missing/unreadable manifest.
     """
     manifest_path = os.path.join(path, MANIFEST_FILE)
+    if not files.isfile(manifest_path):
+        raise DamagedCheckpointError(f"{MANIFEST_FILE} is missing or unreadable: it does not exist")
     try:
-        with open(manifest_path) as f:
+        with files.open_file(manifest_path) as f:
             manifest = json.load(f)
-        files = manifest["files"]
-        expected = {name: (int(entry["bytes"]), str(entry["sha256"])) for name, entry in files.items()}
+        listed = manifest["files"]
+        expected = {name: (int(entry["bytes"]), str(entry["sha256"])) for name, entry in listed.items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise DamagedCheckpointError(f"{MANIFEST_FILE} is missing or unreadable: {type(error).__name__}") from None
     for required in (WEIGHTS_FILE, OPTIMIZER_FILE):
@@ -226,10 +276,10 @@ def verify_checkpoint(path):
             raise DamagedCheckpointError(f"{MANIFEST_FILE} does not list {required}")
     for name, (size, sha256) in expected.items():
         file = os.path.join(path, name)
-        if not os.path.isfile(file):
+        if not files.isfile(file):
             raise DamagedCheckpointError(f"{name} is missing")
-        if os.path.getsize(file) != size:
-            raise DamagedCheckpointError(f"{name} has {os.path.getsize(file)} bytes, the manifest says {size}")
+        if files.getsize(file) != size:
+            raise DamagedCheckpointError(f"{name} has {files.getsize(file)} bytes, the manifest says {size}")
         if file_sha256(file) != sha256:
             raise DamagedCheckpointError(f"{name} does not match its sha256 in the manifest")
 

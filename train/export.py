@@ -1,24 +1,25 @@
 """Final artifacts: `model.keras` and a SavedModel serving uint8 images."""
 
 import os
-import shutil
 
 import keras
+
+from train import files
 
 
 def save_keras_atomically(model, path):
     """`model.save(path)` through a temporary file and a rename."""
     tmp = os.path.join(os.path.dirname(path), f".tmp-{os.getpid()}-{os.path.basename(path)}")
     model.save(tmp)
-    os.replace(tmp, path)
+    files.replace_file(tmp, path)
 
 
 def _replace_directory(tmp, path):
     old = f"{path}.old-{os.getpid()}"
-    if os.path.exists(path):
-        os.replace(path, old)
-    os.replace(tmp, path)
-    shutil.rmtree(old, ignore_errors=True)
+    if files.exists(path):
+        files.move_folder(path, old)
+    files.move_folder(tmp, path, last="saved_model.pb")
+    files.rmtree(old)
 
 
 def export_saved_model(model, path):
@@ -43,7 +44,7 @@ def export_saved_model(model, path):
         fn=serve,
         input_signature=[tf.TensorSpec((None, height, width, channels), tf.uint8, name="images")],
     )
-    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".tmp-{os.getpid()}-{os.path.basename(path)}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = os.path.join(os.path.dirname(files.absolute(path)), f".tmp-{os.getpid()}-{os.path.basename(path)}")
+    files.rmtree(tmp)
     archive.write_out(tmp, verbose=False)
     _replace_directory(tmp, path)

@@ -25,6 +25,9 @@ flags.DEFINE_string("config", "default", f"Preset, one of {sorted(PRESETS)}.")
 flags.DEFINE_string("workdir", "workdir", "Checkpoints, TensorBoard logs, model.keras, saved_model.")
 flags.DEFINE_bool("tpu", False, "Train on the TPU of this Colab runtime or TPU VM (TPUStrategy).")
 flags.DEFINE_string("tpu_name", None, "Train on a named or remote TPU (name or grpc://host:port; TensorFlow).")
+flags.DEFINE_string("strategy", "auto", "TensorFlow: 'multi_worker' (MultiWorkerMirroredStrategy over the workers of "
+                    "TF_CONFIG; run the same command on each), 'mirrored' (every local GPU), or 'auto' (TPUStrategy "
+                    "with --tpu, MirroredStrategy over several GPUs, else one device).")
 flags.DEFINE_string("distribution", "auto", "JAX: 'data' (DataParallel), 'fsdp' (ModelParallel, large kernels "
                     "sharded over the model axis) or 'auto' (data parallel over every device).")
 flags.DEFINE_string("mesh", None, "JAX: the device mesh, 'batch:N,model:M' (default: every device on the batch axis; "
@@ -84,7 +87,7 @@ def main(argv):
 
     from train.checks import check_config
     from train.data import DataUnavailableError
-    from train.strategy import TPUUnavailableError, get_strategy
+    from train.strategy import TPUUnavailableError, get_strategy, worker_failure
     from train.trainer import train
     from train.workdir import check_workdir
 
@@ -93,7 +96,7 @@ def main(argv):
         config = config_from_flags()
         check_config(config)
         check_workdir(FLAGS.workdir, config)
-        strategy = get_strategy(FLAGS.tpu, FLAGS.tpu_name, FLAGS.distribution, FLAGS.mesh)
+        strategy = get_strategy(FLAGS.tpu, FLAGS.tpu_name, FLAGS.distribution, FLAGS.mesh, FLAGS.strategy)
         where = (strategy.describe() if hasattr(strategy, "describe")
                  else f"{type(strategy).__name__} with {strategy.num_replicas_in_sync} replica(s)")
         print(f"keras_vit training: model={config.model} dataset={config.dataset} "
@@ -108,6 +111,19 @@ def main(argv):
     except OSError as error:
         print(f"error: {describe_os_error(error, FLAGS.workdir)}", file=sys.stderr)
         return 1
+    except Exception as error:  # noqa: BLE001 - TensorFlow's errors have no common import here
+        failure = worker_failure(error)
+        if failure is None and "://" in str(FLAGS.workdir) and type(error).__module__.startswith("tensorflow"):
+            # tf.io.gfile's errors on gs:// and the like (permission, missing bucket).
+            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            print(f"error: cannot read or write in --workdir {FLAGS.workdir!r}: {first_line}", file=sys.stderr)
+            return 1
+        if failure is None:
+            raise
+        checkpoints = os.path.join(FLAGS.workdir, "checkpoints")
+        print(f"error: {failure}; this worker stops too. Run the same command on every worker again to resume "
+              f"from the last checkpoint in {checkpoints}.", file=sys.stderr)
+        return 1
     if summary["resumed_from"]:
         print(f"Resumed from {summary['resumed_from']} (step {summary['resumed_from_step']}).", flush=True)
     if summary["load_report"]:
@@ -118,6 +134,11 @@ def main(argv):
         return 143
     speed = (f"{summary['images_per_second']:.0f} images/s" if summary["timed_steps"]
              else "n/a (the workdir's run was already complete)")
+    if not summary["chief"]:
+        print(f"\nDone (a non-chief worker: the chief writes checkpoints, logs and the exported model).\n"
+              f"  test accuracy     {summary['accuracy']:.4f}\n"
+              f"  steps             {summary['step']} (resumed from {summary['resumed_from_step']})", flush=True)
+        return 0
     print(
         "\nDone.\n"
         f"  test accuracy     {summary['accuracy']:.4f}\n"

@@ -13,6 +13,7 @@ import dataclasses
 import keras
 
 DISTRIBUTIONS = ("auto", "data", "fsdp")
+STRATEGIES = ("auto", "mirrored", "multi_worker")
 
 
 class TPUUnavailableError(RuntimeError):
@@ -199,21 +200,153 @@ def tpu_strategy(tpu_name="local"):
         ) from None
 
 
-def get_strategy(use_tpu=False, tpu_name=None, distribution="auto", mesh=None):
+def _cluster_from_tf_config():
+    """The parsed `TF_CONFIG` of a multi-worker job, checked; a one-line `ValueError` otherwise."""
+    import json
+    import os
+
+    text = os.environ.get("TF_CONFIG")
+    example = ('{"cluster": {"worker": ["host0:port", "host1:port"]}, "task": {"type": "worker", "index": 0}}')
+    if not text:
+        raise ValueError(f"--strategy=multi_worker reads the cluster from the TF_CONFIG environment variable, "
+                         f"which is not set. Set it on every worker, e.g. TF_CONFIG='{example}'")
+    try:
+        config = json.loads(text)
+        workers = config["cluster"]["worker"]
+        task_type, index = config["task"]["type"], int(config["task"]["index"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"TF_CONFIG must be JSON like '{example}' ({type(error).__name__}: {error}). "
+                         f"Received: TF_CONFIG={text!r}") from None
+    jobs = config["cluster"]
+    if task_type not in jobs or not 0 <= index < len(jobs[task_type]):
+        raise ValueError(f"TF_CONFIG's task {task_type}:{index} is not in its cluster {sorted(jobs)} "
+                         f"(indices from 0). Received: TF_CONFIG={text!r}")
+    return config, workers
+
+
+def multi_worker_strategy():
+    """A `MultiWorkerMirroredStrategy` over the workers that `TF_CONFIG` names.
+
+    Every worker runs the same command with its own `TF_CONFIG` task; worker 0
+    (or the `chief` task, if the cluster has one) writes the workdir's files.
+    """
+    _cluster_from_tf_config()
+    return _keras_multi_worker_strategy_class()()
+
+
+def _keras_multi_worker_strategy_class():
+    import tensorflow as tf
+
+    class KerasMultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
+        """`MultiWorkerMirroredStrategy` whose `reduce` takes what Keras 3's trainer gives it.
+
+        Keras' TensorFlow trainer (3.15 and earlier; keras-team/keras#20585)
+        reduces its per-replica logs, scalars, with `axis=0`, and its first
+        batch, a tuple, in one call; this strategy's `reduce` accepts neither,
+        so `fit` fails on any multi-worker cluster. Here scalars reduce over
+        the replicas alone (the mean over workers is what `axis=0` meant for
+        them) and nested values one leaf at a time; all else is the parent's.
+        """
+
+        def reduce(self, reduce_op, value, axis=None):
+            parent = super().reduce
+
+            def one(leaf):
+                local = self.experimental_local_results(leaf)
+                if axis is not None and all(getattr(v, "shape", None) is not None and v.shape.rank == 0
+                                            for v in local):
+                    return parent(reduce_op, leaf, axis=None)
+                return parent(reduce_op, leaf, axis=axis)
+
+            return tf.nest.map_structure(one, value)
+
+    return KerasMultiWorkerMirroredStrategy
+
+
+def is_chief(strategy):
+    """Whether this process writes checkpoints, logs and exports.
+
+    True for a single-process run; in a multi-worker job, for the `chief` task
+    or, if the cluster has none, for worker 0 (TensorFlow's convention).
+    """
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    if resolver.task_type == "chief":
+        return True
+    jobs = resolver.cluster_spec().jobs
+    return resolver.task_type == "worker" and int(resolver.task_id) == 0 and "chief" not in jobs
+
+
+def is_multi_worker(strategy):
+    """Whether `strategy` spans several processes (a `TF_CONFIG` cluster of more than one task)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return False
+    spec = resolver.cluster_spec()
+    return sum(spec.num_tasks(job) for job in spec.jobs if job in ("chief", "worker")) > 1
+
+
+def worker_failure(error):
+    """A one-line description if `error` means a worker of a multi-worker job stopped, else None.
+
+    TensorFlow's coordination service notices a worker that stops sending
+    heartbeats (killed, preempted, its machine gone) and aborts every
+    collective op on the others with an `UnavailableError`.
+    """
+    import sys
+
+    tf = sys.modules.get("tensorflow")
+    if tf is None or not isinstance(error, (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
+                                            tf.errors.AbortedError)):
+        return None
+    message = str(error)
+    if "unhealthy" in message or "Collective ops is aborted" in message or "heartbeat" in message:
+        lines = [line.strip() for line in message.splitlines()]
+        tasks = [line for line in lines if line.startswith("/job:")]
+        who = f" ({', '.join(tasks)})" if tasks else ""
+        return f"a worker of the multi-worker job stopped or cannot be reached{who}"
+    return None
+
+
+def barrier(strategy):
+    """Waits until every worker of a multi-worker job gets here (an all-reduce of one number)."""
+    if not is_multi_worker(strategy):
+        return
+    import tensorflow as tf
+
+    strategy.reduce("SUM", strategy.run(lambda: tf.constant(1.0)), axis=None)
+
+
+def get_strategy(use_tpu=False, tpu_name=None, distribution="auto", mesh=None, strategy="auto"):
     """Where to train, for the backend in use.
 
-    TensorFlow: `TPUStrategy` with `--tpu`, `MirroredStrategy` over several GPUs,
-    else the default strategy. JAX: a `JaxDistribution` over every device (the
-    TPU's with `--tpu`), data parallel or, with `distribution="fsdp"`, sharded.
+    TensorFlow: `TPUStrategy` with `--tpu`, `MultiWorkerMirroredStrategy` with
+    `strategy="multi_worker"`, `MirroredStrategy` over several GPUs (or with
+    `strategy="mirrored"`), else the default strategy. JAX: a `JaxDistribution`
+    over every device (the TPU's with `--tpu`), data parallel or, with
+    `distribution="fsdp"`, sharded.
 
     Args:
         use_tpu: bool. Insist on a TPU; `TPUUnavailableError` without one.
         tpu_name: str or None. A named or remote TPU (TensorFlow only).
         distribution: `"auto"`, `"data"` or `"fsdp"` (JAX only).
         mesh: str or None. `"batch:N,model:M"` (JAX only).
+        strategy: `"auto"`, `"mirrored"` or `"multi_worker"` (TensorFlow only).
     """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"--strategy must be one of {STRATEGIES}. Received: strategy={strategy!r}")
     if keras.backend.backend() == "jax":
+        if strategy != "auto":
+            raise ValueError(
+                "--strategy picks a tf.distribute strategy, for the TensorFlow backend. On JAX use "
+                "--distribution=data|fsdp (keras.distribution; on a pod slice the same command on every host). "
+                f"Received: strategy={strategy!r}"
+            )
         return jax_distribution(use_tpu, tpu_name, distribution, mesh)
+    if strategy != "auto" and (use_tpu or tpu_name):
+        raise ValueError(f"--strategy={strategy} cannot be combined with --tpu or --tpu_name (TPUStrategy). "
+                         f"Received: strategy={strategy!r}")
     if distribution == "fsdp" or mesh:
         raise ValueError(
             "--distribution=fsdp and --mesh shard the model through keras.distribution, which needs the JAX "
@@ -221,8 +354,12 @@ def get_strategy(use_tpu=False, tpu_name=None, distribution="auto", mesh=None):
         )
     import tensorflow as tf
 
+    if strategy == "multi_worker":
+        return multi_worker_strategy()
     if use_tpu or tpu_name:
         return tpu_strategy(tpu_name or "local")
+    if strategy == "mirrored":
+        return tf.distribute.MirroredStrategy()
     gpus = tf.config.list_logical_devices("GPU")
     if len(gpus) > 1:
         return tf.distribute.MirroredStrategy()

@@ -5,19 +5,21 @@ import dataclasses
 import json
 import math
 import os
+import tempfile
 import time
 
 import keras
 
 from keras_vit.utils import write_text_atomically
 from train import data as data_lib
+from train import files
 from train import pipeline
 from train.checkpoints import CheckpointManager, PreemptionCheckpoint
 from train.checks import check_config
 from train.export import export_saved_model, save_keras_atomically
 from train.modeling import build_model
 from train.optimization import make_optimizer
-from train.strategy import JaxDistribution
+from train.strategy import JaxDistribution, barrier, is_chief
 from train.workdir import prepare_workdir
 
 class Throughput(keras.callbacks.Callback):
@@ -115,7 +117,11 @@ def train(config, workdir, strategy=None, verbose="auto"):
         preempted, and the paths written.
     """
     check_config(config)
-    prepare_workdir(workdir, config)
+    # In a multi-worker job only the chief writes the workdir; the others read
+    # its checkpoints (the workdir is shared) once it has tidied them.
+    chief = is_chief(strategy)
+    if chief:
+        prepare_workdir(workdir, config)
     keras.utils.set_random_seed(config.seed)
 
     train_source = data_lib.load_source(config.dataset, config.train_split, config.data_dir)
@@ -144,7 +150,10 @@ def train(config, workdir, strategy=None, verbose="auto"):
             jit_compile=config.jit_compile,
             steps_per_execution=config.steps_per_execution,
         )
-        manager = CheckpointManager(os.path.join(workdir, "checkpoints"))
+        manager = CheckpointManager(os.path.join(workdir, "checkpoints"), writer=chief)
+        if chief:
+            manager.set_aside_damaged()
+        barrier(strategy)
         start_step = manager.restore(model)
 
         # TPUs and a batch split over devices need every batch whole (static shapes).
@@ -153,7 +162,9 @@ def train(config, workdir, strategy=None, verbose="auto"):
         eval_ds = pipeline.make_eval_dataset(eval_source, image_size, eval_batch, drop_remainder=whole_batches)
         checkpointing = PreemptionCheckpoint(manager, config.checkpoint_every_steps, total_steps)
         throughput = Throughput(config.batch_size)
-        callbacks = [checkpointing, throughput, keras.callbacks.TensorBoard(os.path.join(workdir, "logs"))]
+        callbacks = [checkpointing, throughput]
+        if chief:
+            callbacks.append(keras.callbacks.TensorBoard(os.path.join(workdir, "logs")))
         start = time.perf_counter()
         history = {}
         if start_step < total_steps:
@@ -174,7 +185,7 @@ def train(config, workdir, strategy=None, verbose="auto"):
                 checkpointing.restore_signal_handler()
     summary = {
         "history": {key: [float(v) for v in values] for key, values in history.items()},
-        "workdir": os.path.abspath(workdir),
+        "workdir": files.absolute(workdir),
         "resumed_from_step": start_step,
         "resumed_from": manager.restored_from,
         "step": int(keras.ops.convert_to_numpy(model.optimizer.iterations)),
@@ -195,9 +206,16 @@ def train(config, workdir, strategy=None, verbose="auto"):
         results = model.evaluate(eval_ds, verbose=0, return_dict=True)
     summary["accuracy"] = float(results["accuracy"])
     summary["loss"] = float(results["loss"])
-    summary["model_path"] = os.path.join(workdir, "model.keras")
-    summary["saved_model_path"] = os.path.join(workdir, "saved_model")
-    save_keras_atomically(model, summary["model_path"])
-    export_saved_model(model, summary["saved_model_path"])
+    summary["chief"] = chief
+    # Every worker saves (under MultiWorkerMirroredStrategy saving runs collective ops
+    # that all must join); only the chief's files are kept.
+    with contextlib.ExitStack() as stack:
+        folder = workdir if chief else stack.enter_context(tempfile.TemporaryDirectory(prefix="keras_vit-scratch-"))
+        model_path, saved_model_path = os.path.join(folder, "model.keras"), os.path.join(folder, "saved_model")
+        save_keras_atomically(model, model_path)
+        export_saved_model(model, saved_model_path)
+    if not chief:
+        return summary
+    summary["model_path"], summary["saved_model_path"] = model_path, saved_model_path
     write_text_atomically(os.path.join(workdir, "summary.json"), json.dumps(summary, indent=2))
     return summary

@@ -10,9 +10,8 @@ import dataclasses
 import json
 import os
 import re
-import shutil
-
 from keras_vit.utils import write_text_atomically
+from train import files
 from train.checkpoints import CheckpointManager
 
 CONFIG_FILE = "config.json"
@@ -42,7 +41,7 @@ def differences(stored, config):
 
 
 def has_results(workdir):
-    return any(os.path.exists(os.path.join(workdir, name)) for name in RESULTS)
+    return any(files.exists(os.path.join(workdir, name)) for name in RESULTS)
 
 
 def check_workdir(workdir, config):
@@ -51,13 +50,13 @@ def check_workdir(workdir, config):
     Raises:
         ValueError: naming the workdir and the settings that differ.
     """
-    if os.path.exists(workdir) and not os.path.isdir(workdir):
+    if files.exists(workdir) and not files.isdir(workdir):
         raise ValueError(f"--workdir must be a directory. Received: workdir={workdir!r} (a file)")
     path = os.path.join(workdir, CONFIG_FILE)
-    if not (os.path.isfile(path) and has_results(workdir)):
+    if not (files.isfile(path) and has_results(workdir)):
         return  # a new workdir, or one whose run stopped before it saved anything
     try:
-        with open(path) as f:
+        with files.open_file(path) as f:
             stored = json.load(f)
         if not isinstance(stored, dict):
             raise ValueError("not a JSON object")
@@ -79,11 +78,10 @@ def check_workdir(workdir, config):
 def remove_leftovers(workdir):
     """Removes the temporary files of writes that a killed run left half-done."""
     removed = []
-    if os.path.isdir(workdir):
-        for name in os.listdir(workdir):
+    if files.isdir(workdir):
+        for name in files.listdir(workdir):
             if LEFTOVER_NAME.match(name):
-                path = os.path.join(workdir, name)
-                shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+                files.remove_any(os.path.join(workdir, name))
                 removed.append(name)
     removed += CheckpointManager(os.path.join(workdir, "checkpoints")).remove_leftovers()
     return removed
@@ -97,6 +95,6 @@ def prepare_workdir(workdir, config):
         OSError: if the workdir cannot be written (read-only, full).
     """
     check_workdir(workdir, config)
-    os.makedirs(workdir, exist_ok=True)
+    files.makedirs(workdir)
     remove_leftovers(workdir)
     write_text_atomically(os.path.join(workdir, CONFIG_FILE), json.dumps(config_dict(config), indent=2))

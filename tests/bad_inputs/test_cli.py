@@ -109,3 +109,38 @@ def test_remat_with_drop_path_is_a_flag_error(tmp_path, idx_dir, capsys):
     assert status == 2 and "Traceback" not in stderr
     assert "error: --remat cannot be combined with --dropout_rate or --drop_path_rate yet" in stderr
     assert not (tmp_path / "run").exists()
+
+
+TF_CONFIG_CASES = [
+    (None, r"--strategy=multi_worker reads the cluster from the TF_CONFIG environment variable, which is not set"),
+    ('{"cluster": 3}', r"TF_CONFIG must be JSON like .*Received: TF_CONFIG='\{\"cluster\": 3\}'"),
+    ("not json", r"TF_CONFIG must be JSON like .*Received: TF_CONFIG='not json'"),
+    ('{"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 1}}',
+     r"TF_CONFIG's task worker:1 is not in its cluster \['worker'\]"),
+]
+
+
+@pytest.mark.parametrize("tf_config, message", TF_CONFIG_CASES, ids=["unset", "no-list", "not-json", "index"])
+def test_multi_worker_without_a_usable_tf_config_is_one_line(tf_config, message, tmp_path, idx_dir, capsys,
+                                                              monkeypatch):
+    import keras
+
+    if tf_config is None:
+        monkeypatch.delenv("TF_CONFIG", raising=False)
+    else:
+        monkeypatch.setenv("TF_CONFIG", tf_config)
+    status, stderr = run_in_process([f"--workdir={tmp_path / 'run'}", "--dataset=fashion_mnist",
+                                     f"--data_dir={idx_dir}", "--strategy=multi_worker"], capsys)
+    assert status == 2 and "Traceback" not in stderr
+    if keras.backend.backend() == "jax":
+        message = r"--strategy picks a tf.distribute strategy, for the TensorFlow backend\. On JAX use --distribution"
+    assert re.search(message, stderr), stderr[-2000:]
+    assert not (tmp_path / "run").exists()
+
+
+def test_unknown_strategy_is_one_line(tmp_path, idx_dir, capsys):
+    status, stderr = run_in_process([f"--workdir={tmp_path / 'run'}", "--dataset=fashion_mnist",
+                                     f"--data_dir={idx_dir}", "--strategy=ring"], capsys)
+    assert status == 2
+    assert "error: --strategy must be one of ('auto', 'mirrored', 'multi_worker'). Received: strategy='ring'" in stderr
+    assert not (tmp_path / "run").exists()

@@ -71,12 +71,13 @@ ARCHITECTURES = {
 # embeddings and replaces the head. The Swin keys (`embed_dim` to
 # `absolute_position_embedding`) are absent from the other builders' calls, and
 # `num_heads` is a tuple (one per stage) in Swin's; a field is compared only
-# where both sides have it, and `builder` always differs across families. The
-# window is among them: it fixes the shape of the relative position bias tables.
+# where both sides have it, and `builder` always differs across families. Swin's
+# window is not among them either: the loader resamples the relative position bias
+# tables to another window (bicubic, as Swin's fine-tuning at 384 does).
 ARCHITECTURE_KEYS = (
     "builder", "hidden_size", "num_layers", "num_heads", "mlp_dim", "patch_size",
     "resnet_stages", "num_gpsa_layers", "num_channels",
-    "embed_dim", "depths", "window_size", "mlp_ratio", "absolute_position_embedding",
+    "embed_dim", "depths", "mlp_ratio", "absolute_position_embedding",
 )
 
 
@@ -97,9 +98,8 @@ def architecture(builder, arguments):
     fields["resnet_stages"] = arguments.get("resnet_stages")
     if fields["resnet_stages"] is not None:
         fields["resnet_stages"] = tuple(fields["resnet_stages"])
-    for key in ("patch_size", "window_size"):
-        if key in fields:
-            fields[key] = to_pair(fields[key], key)
+    if "patch_size" in fields:
+        fields["patch_size"] = to_pair(fields["patch_size"], "patch_size")
     for key in ("num_heads", "depths"):
         if isinstance(fields.get(key), list):
             fields[key] = tuple(fields[key])

@@ -6,11 +6,16 @@ Each converter takes the flat dict read from a file and returns
 the patch part of the position embeddings as a `(N, D)` sequence or a
 `(rows, cols, D)` grid (the loader fits it to the model's grid), and `unused`
 maps the file's keys that no keras_vit weight takes to the reason.
+Swin's converters are in `keras_vit.weights.swin`; the loader tells the
+layout of a file from its keys and picks the converter.
 """
 
 import re
 
 import numpy as np
+
+# The keras_vit weight of Swin's absolute position embedding (`ape`).
+SWIN_POSITION = "absolute_position_embedding/position_embedding"
 
 # ---- official ViT (google-research/vision_transformer) and big_vision .npz -------
 
@@ -245,6 +250,8 @@ def convert_keras(arrays):
     """A keras_vit `.keras` file: the names are already keras_vit paths."""
     weights = dict(arrays)
     position = weights.pop("patch_encoder/position_embedding", None)
+    if position is None:
+        position = weights.pop(SWIN_POSITION, None)
     return weights, position, {}
 
 

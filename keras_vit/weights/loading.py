@@ -3,6 +3,7 @@
 import dataclasses
 import math
 import os
+import re
 
 import keras
 import numpy as np
@@ -13,15 +14,114 @@ from keras_vit.layers.bit import ResNetStage
 from keras_vit.layers.patching import PatchEncoder, Patches
 from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.layers.validation import check_bool
-from keras_vit.weights.converters import CONVERTERS
+from keras_vit.weights.converters import CONVERTERS, SWIN_POSITION
 from keras_vit.weights.position_embedding import resample_position_embedding
 from keras_vit.weights.readers import read_checkpoint
 from keras_vit.weights.registry import check_fits, fetch, find_checkpoint, is_checkpoint_file
+from keras_vit.weights.swin import (
+    SWIN_LAYOUTS,
+    bias_table_windows,
+    convert_swin,
+    file_shape,
+    fit_bias_table,
+    is_swin_model,
+    resample_bicubic,
+    swin_arguments,
+    swin_layout,
+)
 
 _POSITION = "patch_encoder/position_embedding"
 # Model weights a checkpoint may lack without an error: the classifier (feature
 # checkpoints, head surgery).
 _OPTIONAL_PREFIXES = ("head/", "pre_logits/")
+
+
+# The two model families: their checkpoints share no weight names.
+VIT_FAMILY, SWIN_FAMILY = "ViT", "Swin"
+OFFICIAL_VIT, TIMM_VIT, KERAS_VIT = "official ViT", "timm ViT", "keras_vit"
+EXPECTED_FILES = {
+    VIT_FAMILY: (
+        "a ViT, hybrid or ConViT checkpoint: an official ViT or big_vision .npz, a timm "
+        "ViT/hybrid/ConViT state dict (.safetensors) or a keras_vit .keras file of one"
+    ),
+    SWIN_FAMILY: (
+        "a Swin checkpoint: a timm, Microsoft or transformers Swin state dict "
+        "(.safetensors) or a keras_vit .keras file of a SwinTransformer"
+    ),
+}
+# transformers' ViT (`ViTModel`, `ViTForImageClassification`) names, which no converter reads.
+_TRANSFORMERS_VIT = re.compile(r"(vit\.)?(embeddings\.patch_embeddings\.|encoder\.layer\.\d+\.)")
+
+
+@dataclasses.dataclass
+class Conversion:
+    """A checkpoint translated to keras_vit weight paths.
+
+    Attributes:
+        layout: str. The layout the keys were read in, e.g. `"timm Swin"`.
+        family: str or None. `"ViT"` (ViT, hybrid, ConViT) or `"Swin"`; None
+            for a `.keras` file of neither.
+        weights: dict. keras_vit paths to arrays in Keras layout.
+        position: array or None. The patch position embeddings (ViT's, or
+            Swin's absolute one) as a sequence or a grid.
+        unused: dict. File keys that no weight takes, with the reason.
+        origins: dict. keras_vit path -> `(file key, transform, fused)` for
+            messages about a weight (see `keras_vit.weights.swin.file_shape`);
+            empty where the names already say it.
+    """
+
+    layout: str
+    family: str
+    weights: dict
+    position: object = None
+    unused: dict = dataclasses.field(default_factory=dict)
+    origins: dict = dataclasses.field(default_factory=dict)
+
+
+def checkpoint_layout(fmt, arrays):
+    """The layout of a checkpoint's keys and its model family, as `(layout, family)`.
+
+    Raises:
+        ValueError: for a transformers ViT state dict, which keras_vit does not read.
+    """
+    if fmt == "keras":
+        family = (
+            SWIN_FAMILY if "patch_embed/proj/kernel" in arrays
+            else VIT_FAMILY if "patch_encoder/projection/kernel" in arrays
+            else None
+        )
+        return KERAS_VIT, family
+    layout = swin_layout(arrays)
+    if layout is not None:
+        return layout, SWIN_FAMILY
+    if any(_TRANSFORMERS_VIT.match(key) for key in arrays):
+        raise ValueError(
+            "this is a transformers (Hugging Face) ViT state dict, which keras_vit does not "
+            f"read; expected {EXPECTED_FILES[VIT_FAMILY]}, or {EXPECTED_FILES[SWIN_FAMILY]}."
+        )
+    return (OFFICIAL_VIT if fmt == "npz" else TIMM_VIT), VIT_FAMILY
+
+
+def convert_checkpoint(fmt, arrays):
+    """Tells the layout of a checkpoint read as `fmt` and translates it.
+
+    Args:
+        fmt: str. `"npz"`, `"safetensors"` or `"keras"` (see `read_checkpoint`).
+        arrays: dict. The file's arrays by key.
+
+    Returns:
+        A `Conversion`.
+
+    Raises:
+        ValueError: for a layout keras_vit does not read or a malformed entry,
+            naming the entry (not the file: the caller adds it).
+    """
+    layout, family = checkpoint_layout(fmt, arrays)
+    if layout in SWIN_LAYOUTS:
+        weights, position, unused, origins = convert_swin(arrays, layout)
+        return Conversion(layout, family, weights, position, unused, origins)
+    weights, position, unused = CONVERTERS[fmt](arrays)
+    return Conversion(layout, family, weights, position, unused)
 
 
 @dataclasses.dataclass
@@ -32,9 +132,14 @@ class LoadReport:
         source: str. The file read.
         format: str. `"npz"`, `"safetensors"` or `"keras"`.
         loaded: list of `(model weight, shape)` copied as they were.
-        resampled: list of `(model weight, checkpoint shape, model shape)`.
+        resampled: list of `(model weight, checkpoint shape, model shape)`:
+            position embeddings of another grid, Swin bias tables of another
+            window.
         skipped: list of `(checkpoint key, reason)` not loaded.
         missing: list of `(model weight, reason)` left as initialized.
+        layout: str. The layout of the keys, e.g. `"official ViT"`,
+            `"timm ViT"`, `"timm Swin"`, `"Microsoft Swin"`,
+            `"transformers Swin"` or `"keras_vit"`.
     """
 
     source: str
@@ -43,6 +148,7 @@ class LoadReport:
     resampled: list = dataclasses.field(default_factory=list)
     skipped: list = dataclasses.field(default_factory=list)
     missing: list = dataclasses.field(default_factory=list)
+    layout: str = ""
 
     @property
     def exact(self):
@@ -59,8 +165,9 @@ class LoadReport:
         widths = [max(len(row[i]) for row in rows) for i in range(2)]
         lines = [f"{s:<{widths[0]}}  {w:<{widths[1]}}  {d}" for s, w, d in rows]
         lines.insert(1, "-" * len(lines[0]))
+        layout = f", {self.layout}" if self.layout else ""
         summary = (
-            f"{self.source} ({self.format}): {len(self.loaded)} loaded, "
+            f"{self.source} ({self.format}{layout}): {len(self.loaded)} loaded, "
             f"{len(self.resampled)} resampled, {len(self.skipped)} skipped, "
             f"{len(self.missing)} missing"
         )
@@ -73,9 +180,12 @@ class LoadReport:
 def model_architecture(model):
     """The architecture of a keras_vit model, read from its layers (see `keras_vit.architectures`).
 
-    Returns None for a model without a `PatchEncoder` (not a keras_vit graph):
-    then only the weight shapes are checked, after reading the file.
+    Returns None for a model without a `PatchEncoder` or Swin patch embedding
+    (not a keras_vit graph): then only the weight shapes are checked, after
+    reading the file.
     """
+    if is_swin_model(model):
+        return architecture("SwinTransformer", swin_arguments(model))
     layers = model.layers
     encoder = next((layer for layer in layers if isinstance(layer, PatchEncoder)), None)
     if encoder is None:
@@ -113,6 +223,44 @@ def resolve_checkpoint(checkpoint, model):
     return fetch(known)
 
 
+def model_family(model):
+    """`"Swin"`, `"ViT"` (ViT, hybrid, ConViT) or None (not a keras_vit graph)."""
+    if is_swin_model(model):
+        return SWIN_FAMILY
+    if any(isinstance(layer, PatchEncoder) for layer in model.layers):
+        return VIT_FAMILY
+    return None
+
+
+def _check_family(conversion, model, source):
+    """Refuses a checkpoint of one family (ViT or Swin) for a model of the other."""
+    family = model_family(model)
+    if family is None or conversion.family is None or conversion.family == family:
+        return
+    kind = "a SwinTransformer" if family == SWIN_FAMILY else "a ViT, hybrid or ConViT"
+    raise ValueError(
+        f"{source} holds a {conversion.family} checkpoint ({conversion.layout} layout) and "
+        f"cannot be loaded into the model {model.name!r}, {kind}; expected "
+        f"{EXPECTED_FILES[family]}."
+    )
+
+
+def _shape_error(source, name, array, variable, origin):
+    """The error for a checkpoint weight whose shape is not the model's."""
+    if origin is None:
+        return ValueError(
+            f"{source}: weight {name!r} has shape {tuple(array.shape)} in the checkpoint "
+            f"but {tuple(variable.shape)} in the model (a checkpoint of another model size?)."
+        )
+    key, transform, fused = origin
+    expected = file_shape(transform, variable.shape, fused)
+    received = file_shape(transform, array.shape, fused)
+    return ValueError(
+        f"{source}: entry {key!r} does not fit the model's {name!r}: expected shape "
+        f"{expected} (a checkpoint of another model size?). Received: shape={received}"
+    )
+
+
 def _grid_of(position, model_grid, source):
     """The (rows, cols, D) grid of a checkpoint's patch position embeddings."""
     if position.ndim == 3:
@@ -136,10 +284,17 @@ def load_weights(model, checkpoint, strict=False, keep_pre_logits=False):
 
     Formats: official ViT / hybrid `.npz` (with i21k `pre_logits`), big_vision
     `.npz` (`params/` prefix, scanned blocks), timm-style `.safetensors` state
-    dicts (ViT, hybrid, ConViT) and keras_vit `.keras` files.
+    dicts (ViT, hybrid, ConViT), Swin state dicts in timm's, Microsoft's or
+    transformers' layout (see `keras_vit.weights.swin`) and keras_vit `.keras`
+    files. A checkpoint of one family (ViT, hybrid, ConViT; or Swin) is refused
+    for a model of the other.
 
-    - Position embeddings of another grid are resampled in 2D (ViT Sec. 3.2);
-      the class slot is kept as it is.
+    - Position embeddings of another grid are resampled in 2D (ViT Sec. 3.2):
+      bilinearly for a ViT, whose class slot is kept as it is; bicubically for
+      Swin's absolute position embedding, as Swin's own fine-tuning does.
+    - Swin relative position bias tables of another window are resampled
+      bicubically (`keras_vit.weights.swin.resample_bias_table`); another
+      image size with the same window needs nothing.
     - A checkpoint head of another size is dropped and the model gets a
       zero-initialized head (ViT App. B.1.1); `pre_logits` goes with it unless
       `keep_pre_logits=True`.
@@ -177,32 +332,36 @@ def load_weights(model, checkpoint, strict=False, keep_pre_logits=False):
     source = resolve_checkpoint(checkpoint, model)
     fmt, arrays = read_checkpoint(source)
     try:
-        weights, position, unused = CONVERTERS[fmt](arrays)
+        conversion = convert_checkpoint(fmt, arrays)
     except ValueError as error:
         # Converters see arrays only; the file belongs in the message too.
         raise ValueError(f"{source}: {error}") from None
-    report = LoadReport(source=source, format=fmt)
-    report.skipped.extend(unused.items())
+    _check_family(conversion, model, source)
+    weights, position = conversion.weights, conversion.position
+    report = LoadReport(source=source, format=fmt, layout=conversion.layout)
+    report.skipped.extend(conversion.unused.items())
     variables = {v.path: v for v in model.weights}
     values = {}
 
+    swin = model_family(model) == SWIN_FAMILY
+    position_name, resample = (SWIN_POSITION, resample_bicubic) if swin else (_POSITION, resample_position_embedding)
     if position is not None:
-        if _POSITION not in variables:
+        if position_name not in variables:
             report.skipped.append(("position embeddings", "the model has no position embeddings"))
         else:
-            target = tuple(variables[_POSITION].shape)
+            target = tuple(variables[position_name].shape)
             grid = _grid_of(position, target[:2], source)
             if grid.shape[-1] != target[-1]:
                 raise ValueError(
                     f"{source}: the position embeddings are {grid.shape[-1]} wide but the "
-                    f"model's {_POSITION!r} is {target[-1]} wide (a checkpoint of another "
+                    f"model's {position_name!r} is {target[-1]} wide (a checkpoint of another "
                     "model size)."
                 )
             if grid.shape[:2] != target[:2]:
-                values[_POSITION] = resample_position_embedding(grid, target[:2])
-                report.resampled.append((_POSITION, grid.shape, target))
+                values[position_name] = resample(grid, target[:2])
+                report.resampled.append((position_name, grid.shape, target))
             else:
-                values[_POSITION] = grid
+                values[position_name] = grid
 
     head = variables.get("head/kernel")
     source_head = weights.get("head/kernel")
@@ -229,17 +388,23 @@ def load_weights(model, checkpoint, strict=False, keep_pre_logits=False):
             values[name] = np.zeros(variables[name].shape, "float32")
             report.missing.append((name, "zero-initialized new head"))
 
+    windows = bias_table_windows(model) if swin else {}
     for name, array in weights.items():
         variable = variables.get(name)
         if variable is None:
             top = name.split("/")[0]
             report.skipped.append((name, f"the model has no {top!r} layer"))
             continue
+        origin = conversion.origins.get(name)
+        if name in windows and tuple(array.shape) != tuple(variable.shape):
+            try:
+                values[name] = fit_bias_table(name, array, variable.shape, windows[name], (origin or (name,))[0])
+            except ValueError as error:
+                raise ValueError(f"{source}: {error}") from None
+            report.resampled.append((name, tuple(array.shape), tuple(variable.shape)))
+            continue
         if tuple(array.shape) != tuple(variable.shape):
-            raise ValueError(
-                f"{source}: weight {name!r} has shape {tuple(array.shape)} in the checkpoint "
-                f"but {tuple(variable.shape)} in the model (a checkpoint of another model size?)."
-            )
+            raise _shape_error(source, name, array, variable, origin)
         values[name] = array
 
     slot = "class_token/position_embedding"

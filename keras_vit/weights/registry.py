@@ -75,6 +75,30 @@ def _timm_hub(model_tag, **config):
     return KnownCheckpoint(f"{_HF}/{model_tag}/resolve/main/model.safetensors", config={**_RGB, **config})
 
 
+# The settings of every Swin checkpoint besides its variant's table entry: the
+# builder's defaults, stated so that a model built otherwise is refused before
+# the download (they fix the weights' shapes or what they compute).
+_SWIN = {**_RGB, "patch_size": 4, "mlp_ratio": 4.0, "absolute_position_embedding": False}
+# Microsoft's ImageNet-22k checkpoints classify 21841 classes (timm's `ms_in22k`).
+_SWIN_I22K_CLASSES = 21841
+
+
+def _swin_release(variant, model, image_size=224, imagenet1k=True):
+    """A Swin variant's checkpoints: ImageNet-22k, its ImageNet-1k fine-tune, and (T, S, B) ImageNet-1k.
+
+    Named as the other families' are, by the data: `imagenet` (timm's `ms_in1k`),
+    `imagenet21k` (`ms_in22k`), `imagenet21k+imagenet2012` (`ms_in22k_ft_in1k`).
+    """
+    config = {**_SWIN, "image_size": image_size}
+    entries = {
+        f"{variant}/imagenet21k+imagenet2012": _timm_hub(f"{model}.ms_in22k_ft_in1k", **config, num_classes=1000),
+        f"{variant}/imagenet21k": _timm_hub(f"{model}.ms_in22k", **config, num_classes=_SWIN_I22K_CLASSES),
+    }
+    if imagenet1k:
+        entries[f"{variant}/imagenet"] = _timm_hub(f"{model}.ms_in1k", **config, num_classes=1000)
+    return entries
+
+
 KNOWN_CHECKPOINTS = {
     # Original release (ViT paper): ImageNet-21k pre-training, ImageNet-1k fine-tuning.
     "ViT_B16/imagenet21k+imagenet2012": KnownCheckpoint(f"{_VIT}/imagenet21k+imagenet2012/ViT-B_16.npz", config=_FT384),
@@ -116,6 +140,13 @@ KNOWN_CHECKPOINTS = {
     "ConViT_Ti/imagenet": _timm_hub("convit_tiny.fb_in1k", num_classes=1000, image_size=224),
     "ConViT_S/imagenet": _timm_hub("convit_small.fb_in1k", num_classes=1000, image_size=224),
     "ConViT_B/imagenet": _timm_hub("convit_base.fb_in1k", num_classes=1000, image_size=224),
+    # Swin Transformer (Liu et al. 2021, Sec. 4.1), Microsoft's release as timm publishes it.
+    **_swin_release("Swin_T", "swin_tiny_patch4_window7_224"),
+    **_swin_release("Swin_S", "swin_small_patch4_window7_224"),
+    **_swin_release("Swin_B", "swin_base_patch4_window7_224"),
+    **_swin_release("Swin_B384", "swin_base_patch4_window12_384", image_size=384),
+    **_swin_release("Swin_L", "swin_large_patch4_window7_224", imagenet1k=False),
+    **_swin_release("Swin_L384", "swin_large_patch4_window12_384", image_size=384, imagenet1k=False),
 }
 
 

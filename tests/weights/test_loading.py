@@ -109,7 +109,7 @@ def test_keras_file_round_trip(tmp_path):
     source.save(str(tmp_path / "m.keras"))
     model = tiny()
     report = keras_vit.load_weights(model, str(tmp_path / "m.keras"), strict=True)
-    assert report.format == "keras"
+    assert report.format == "keras" and report.layout == "keras_vit"
     for a, b in zip(weights_of(model), weights_of(source)):
         np.testing.assert_array_equal(a, b)
 

@@ -2,19 +2,78 @@
 
 All functions work on any keras_vit model (ViT, hybrid, ConViT) and any backend:
 the model's layers are applied one after the other, with every transformer block
-asked for its attention probabilities (the explicit attention path).
+asked for its attention probabilities (the explicit attention path). For Swin
+models, `attention_maps`, `nonlocality` and `mean_attention_distance` work per
+window (with `window_grids` in place of the patch grid) and
+`window_attention_to_grid` lays the windows back onto the feature map; rollout
+has no single token grid to run on there.
 """
+
+from typing import NamedTuple
 
 import numpy as np
 from keras import ops
 
 from keras_vit.layers.patching import ClassToken, PatchEncoder
+from keras_vit.layers.swin import PatchMerging, SwinTransformerBlock
 from keras_vit.layers.transformer import TransformerBlock
+from keras_vit.layers.window_attention import window_positions
 
 
 def grid_size(model):
-    """(rows, cols) of the model's patch grid."""
-    return next(layer for layer in model.layers if isinstance(layer, PatchEncoder)).grid_size
+    """(rows, cols) of the model's patch grid.
+
+    Raises:
+        ValueError: for a model without one token grid (a Swin model: see
+            `window_grids`).
+    """
+    encoder = next((layer for layer in model.layers if isinstance(layer, PatchEncoder)), None)
+    if encoder is None:
+        raise ValueError(
+            "The model has no PatchEncoder, so no single patch grid (for a Swin model, "
+            f"use `window_grids(model)`). Received: model={model.name!r}"
+        )
+    return encoder.grid_size
+
+
+class WindowGrid(NamedTuple):
+    """Where one Swin block's windows lie on its feature map.
+
+    Attributes:
+        resolution: tuple `(H, W)` of the block's map.
+        padded_size: tuple `(Hp, Wp)`, the map padded to whole windows.
+        window: tuple `(Mh, Mw)`, the window the block uses.
+        shift: tuple `(sh, sw)`, its cyclic shift (0 for W-MSA blocks).
+        stride: int. Side of one map cell in patches of the patch embedding
+            (`2**stage`: each patch merging halves the map, padding odd sizes).
+    """
+
+    resolution: tuple
+    padded_size: tuple
+    window: tuple
+    shift: tuple
+    stride: int
+
+    def positions(self):
+        """`(num_windows, Mh * Mw)` flat indices into the padded map (`window_positions`)."""
+        return window_positions(self.padded_size, self.window, self.shift)
+
+
+def window_grids(model):
+    """One `WindowGrid` per Swin block of `model`, in order (as `attention_maps` lists them)."""
+    grids, stride = [], 1
+    for layer in model.layers:
+        if isinstance(layer, PatchMerging):
+            stride *= 2
+        elif isinstance(layer, SwinTransformerBlock):
+            grids.append(
+                WindowGrid(layer.resolution, layer.padded_size, layer.window, layer.shift, stride)
+            )
+    if not grids:
+        raise ValueError(
+            f"The model has no SwinTransformerBlock. Received: model={model.name!r}"
+        )
+    return grids
 
 
 def has_class_token(model):
@@ -29,20 +88,83 @@ def attention_maps(model, images):
         images: array `(batch, height, width, channels)` as the model takes it.
 
     Returns:
-        List with one numpy array per block, `(batch, heads, tokens, tokens)`.
-        Blocks after a class token see it as token 0; ConViT's GPSA blocks
-        (before the class token is inserted) see patch tokens only.
+        List with one numpy array per block. ViT, hybrid and ConViT blocks:
+        `(batch, heads, tokens, tokens)`; blocks after a class token see it as
+        token 0, ConViT's GPSA blocks (before the class token is inserted) see
+        patch tokens only. Swin blocks: `(batch, windows, heads, Mh * Mw,
+        Mh * Mw)`, the windows row-major over the block's padded map after its
+        cyclic shift (Swin Sec. 3.2), the tokens row-major within a window;
+        `window_grids(model)` says where they lie and `window_attention_to_grid`
+        puts them there.
     """
     x = ops.convert_to_tensor(images)
     maps = []
     # keras_vit builders make single chains, so the layers in order are the graph.
     for layer in model.layers[1:]:
-        if isinstance(layer, TransformerBlock):
+        if isinstance(layer, (TransformerBlock, SwinTransformerBlock)):
             x, probs = layer(x, return_attention_scores=True)
-            maps.append(np.asarray(ops.convert_to_numpy(ops.cast(probs, "float32"))))
+            probs = np.asarray(ops.convert_to_numpy(ops.cast(probs, "float32")))
+            if isinstance(layer, SwinTransformerBlock):
+                # (batch * windows, heads, N, N): each image's windows are consecutive.
+                windows = np.prod([p // w for p, w in zip(layer.padded_size, layer.window)])
+                probs = probs.reshape(-1, int(windows), *probs.shape[1:])
+            maps.append(probs)
         else:
             x = layer(x)
     return maps
+
+
+def window_attention_to_grid(probs, grid):
+    """One Swin block's window attention as dense maps over its padded feature map.
+
+    Row `q` holds the attention of map position `q` over all positions, flat
+    indices `r * Wp + c` on the padded map in its own (un-shifted)
+    coordinates: nonzero only within the query's window, which for a shifted
+    block is a window of the shifted map (its parts from opposite borders
+    masked apart). Rows sum to 1. Positions `r >= H` or `c >= W` are padding:
+    `dense.reshape(batch, heads, Hp, Wp, Hp, Wp)[:, :, :H, :W, :H, :W]` keeps
+    the image's positions only. The maps take `heads * (Hp * Wp)**2` floats per
+    image (about 118 MB for Swin-T's first stage at 224 px).
+
+    Args:
+        probs: array `(batch, windows, heads, N, N)`, one entry of `attention_maps`.
+        grid: the block's `WindowGrid` (from `window_grids`).
+
+    Returns:
+        Array `(batch, heads, Hp * Wp, Hp * Wp)`.
+    """
+    positions = grid.positions()
+    _check_window_maps(probs, positions)
+    batch, _, heads = probs.shape[:3]
+    size = grid.padded_size[0] * grid.padded_size[1]
+    dense = np.zeros((batch, heads, size, size), probs.dtype)
+    # Windows partition the map, so every (query, key) cell is written at most once.
+    dense[:, :, positions[:, :, None], positions[:, None, :]] = probs.transpose(0, 2, 1, 3, 4)
+    return dense
+
+
+def _check_window_maps(probs, positions):
+    expected = (positions.shape[0], None, positions.shape[1], positions.shape[1])
+    if probs.ndim != 5 or probs.shape[1] != expected[0] or probs.shape[3:] != expected[2:]:
+        raise ValueError(
+            "Expected window attention `(batch, windows, heads, N, N)` with "
+            f"windows={expected[0]} and N={expected[2]} for this WindowGrid. "
+            f"Received: probs.shape={probs.shape}"
+        )
+
+
+def _window_nonlocality(probs, grid):
+    """Mean distance from each image query to what it attends to, in patches, per head."""
+    positions = grid.positions()
+    _check_window_maps(probs, positions)
+    wp = grid.padded_size[1]
+    points = np.stack(np.divmod(positions, wp), axis=-1).astype("float64")  # (windows, N, 2)
+    distances = np.linalg.norm(points[:, :, None] - points[:, None, :], axis=-1) * grid.stride
+    per_query = (probs * distances[None, :, None]).sum(-1)  # (batch, windows, heads, N)
+    # Padded positions are no image queries; as keys they keep their place on the grid.
+    real = (points[..., 0] < grid.resolution[0]) & (points[..., 1] < grid.resolution[1])
+    per_head = per_query.transpose(0, 2, 1, 3)[..., real]  # (batch, heads, image positions)
+    return per_head.mean(-1).mean(0)
 
 
 def _with_class_token(matrix):
@@ -124,9 +246,34 @@ def nonlocality(maps, grid):
     a class token is present it has no position: it is left out as a query, and
     each query's attention is renormalized over the patch keys.
 
+    For a Swin model (`grid` the list from `window_grids`), the distances are
+    between the centres of map cells, in patches of the patch embedding (a
+    cell of stage `i` is `2**i` patches wide), on each block's map before its
+    cyclic shift; the queries are the image's positions, the keys every
+    position of the query's window, padding included (it is attended to, at
+    its place beyond the border).
+
+    Args:
+        maps: list from `attention_maps`.
+        grid: `(rows, cols)` of the patch grid, or for a Swin model the list
+            of `WindowGrid` from `window_grids`, one per map.
+
     Returns:
-        Array `(layers, heads)`, averaged over the batch.
+        Array `(layers, heads)`, averaged over the batch. Swin's stages have
+        different head counts: `heads` is then the largest, and a block with
+        fewer heads is NaN beyond them (plots skip NaN).
     """
+    if isinstance(grid, (list, tuple)) and grid and isinstance(grid[0], WindowGrid):
+        if len(grid) != len(maps):
+            raise ValueError(
+                "`grid` must hold one WindowGrid per attention map. "
+                f"Received: {len(grid)} grids for {len(maps)} maps"
+            )
+        out = [_window_nonlocality(probs, block_grid) for probs, block_grid in zip(maps, grid)]
+        table = np.full((len(out), max(len(o) for o in out)), np.nan)
+        for index, distances in enumerate(out):
+            table[index, : len(distances)] = distances
+        return table
     distances = patch_distances(grid)
     out = []
     for probs in maps:
@@ -141,9 +288,10 @@ def mean_attention_distance(maps, grid, patch_pixels):
     The distance between query and key patches weighted by the attention,
     averaged over queries and images; the analogue of a CNN's receptive field.
     `patch_pixels` is the patch size in pixels (for a hybrid: image size over
-    grid size).
+    grid size; for Swin: the patch embedding's, 4). Swin models pass the list
+    from `window_grids` as `grid` (see `nonlocality`).
 
     Returns:
-        Array `(layers, heads)`.
+        Array `(layers, heads)` (NaN-padded for Swin, see `nonlocality`).
     """
     return nonlocality(maps, grid) * patch_pixels

@@ -5,6 +5,7 @@ from keras_vit.layers.bit import BottleneckUnit, ResNetStage, StandardizedConv2D
 from keras_vit.layers.image_check import ImageShapeCheck
 from keras_vit.layers.patching import ClassToken, PatchEncoder, Patches
 from keras_vit.layers.pooling import ClassTokenPooling
+from keras_vit.layers.position import AbsolutePositionEmbedding
 from keras_vit.layers.swin import (
     PatchMerging,
     SwinPatchEmbedding,
@@ -14,6 +15,7 @@ from keras_vit.layers.swin import (
 from keras_vit.layers.transformer import MLPBlock, StochasticDepth, TransformerBlock
 
 __all__ = [
+    "AbsolutePositionEmbedding",
     "BottleneckUnit",
     "ClassToken",
     "ClassTokenPooling",

@@ -22,6 +22,7 @@ from keras import ops
 from keras_vit.layers.token_dense import dense_on_tokens
 from keras_vit.layers.transformer import MLPBlock, StochasticDepth
 from keras_vit.layers.validation import (
+    check_bool,
     check_non_negative_float,
     check_positive_int,
     check_rate,
@@ -168,6 +169,14 @@ class SwinTransformerBlock(keras.layers.Layer):
         layer_norm_epsilon: float. Defaults to 1e-5, as in the reference.
         kernel_initializer: Initializer of all kernels. Defaults to a truncated
             normal with standard deviation 0.02 (the reference's).
+        remat: bool. Recompute the block in the backward pass instead of
+            storing its activations (`keras.remat`), for less memory at about
+            a third more compute. Only tensors cross the remat boundary: the
+            stochastic-depth masks are drawn outside it, so that the
+            recomputation sees the same masks and no random-generator state is
+            updated inside `jax.checkpoint` (which would leak a tracer) or
+            re-drawn by `tf.recompute_grad`; for the same reason it refuses
+            dropout. Defaults to `False`.
         **kwargs: Base layer arguments.
 
     Call arguments:
@@ -189,10 +198,18 @@ class SwinTransformerBlock(keras.layers.Layer):
         drop_path_rate=0.0,
         layer_norm_epsilon=1e-5,
         kernel_initializer=None,
+        remat=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_positive_int(num_heads, "num_heads")
+        check_bool(remat, "remat")
+        if remat and (dropout_rate or attention_dropout_rate):
+            raise ValueError(
+                "`remat=True` supports stochastic depth but not dropout inside the block. "
+                f"Received: remat=True, dropout_rate={dropout_rate}, "
+                f"attention_dropout_rate={attention_dropout_rate}"
+            )
         window = to_pair(window_size, "window_size")
         shift = _check_shift(shift_size)
         if any(s >= w for s, w in zip(shift, window)):
@@ -222,6 +239,7 @@ class SwinTransformerBlock(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(
             kernel_initializer or _swin_initializer()
         )
+        self.remat = remat
 
     def build(self, input_shape):
         resolution = _check_static_map(input_shape, "SwinTransformerBlock")
@@ -287,7 +305,32 @@ class SwinTransformerBlock(keras.layers.Layer):
             x = ops.roll(x, shift=self.shift, axis=(1, 2))
         return x[:, :height, :width], scores
 
+    def _branch_scale(self, x, training):
+        """The stochastic-depth factor of one residual branch: `(batch, 1, 1, 1)` or 1.
+
+        The same draw as `StochasticDepth` (same shape, same seed generator), so
+        that a block gives the same outputs with and without remat.
+        """
+        rate = self.drop_path_rate
+        if not training or rate == 0.0:
+            return ops.ones((1, 1, 1, 1), x.dtype)
+        keep = 1.0 - rate
+        shape = (ops.shape(x)[0], 1, 1, 1)
+        mask = keras.random.uniform(shape, seed=self.drop_path.seed_generator) < keep
+        return ops.cast(mask, x.dtype) / ops.cast(keep, x.dtype)
+
     def call(self, x, training=None, return_attention_scores=False):
+        if self.remat and not return_attention_scores:
+            attention_scale = self._branch_scale(x, training)
+            mlp_scale = self._branch_scale(x, training)
+
+            def forward(x, attention_scale, mlp_scale):
+                y, _ = self._window_attention(self.norm1(x), training, False)
+                x = x + y * attention_scale
+                return x + self.mlp(self.norm2(x), training=training) * mlp_scale
+
+            # Positional arguments only: backends' remat wrappers take no keywords.
+            return keras.remat(forward)(x, attention_scale, mlp_scale)
         y, scores = self._window_attention(self.norm1(x), training, return_attention_scores)
         x = x + self.drop_path(y, training=training)
         x = x + self.drop_path(self.mlp(self.norm2(x), training=training), training=training)
@@ -310,6 +353,7 @@ class SwinTransformerBlock(keras.layers.Layer):
                 "drop_path_rate": self.drop_path_rate,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "remat": self.remat,
             }
         )
         return config

@@ -4,7 +4,7 @@ Attention within M x M windows with a learned relative position bias (Eq. 4),
 and the numpy constants it needs: the relative position index, the windows and
 shift of a stage (timm's rule: a stage not larger than the window gets a window
 of its own size and no shift), and the mask that keeps regions apart after the
-cyclic shift.
+cyclic shift, and where each window token lies on the map (for analysis).
 """
 
 import math
@@ -119,6 +119,30 @@ def shifted_window_mask(padded_size, window_size, shift_size):
     windows = windows.reshape(-1, mh * mw)
     different = windows[:, :, None] != windows[:, None, :]
     return np.where(different, MASK_VALUE, 0.0).astype("float32")
+
+
+def window_positions(padded_size, window_size, shift_size):
+    """Where each window token of a block sits on its map, before the cyclic shift.
+
+    Token `t` of window `w` (both row-major, as `window_partition` lays them out
+    on the map rolled by `-shift`) holds the map position `(r, c)` with
+    `r = (w_row * Mh + t_row + sh) mod Hp` and likewise for `c`: the index maps
+    window attention back onto the (padded) feature grid, for analysis.
+
+    Args:
+        padded_size: tuple `(Hp, Wp)`, multiples of the window.
+        window_size: tuple `(Mh, Mw)`.
+        shift_size: tuple `(sh, sw)`.
+
+    Returns:
+        int64 numpy array `(num_windows, Mh * Mw)` of flat indices `r * Wp + c`.
+    """
+    (hp, wp), (mh, mw), (sh, sw) = padded_size, window_size, shift_size
+    rows = (np.arange(hp) + sh) % hp
+    cols = (np.arange(wp) + sw) % wp
+    flat = rows[:, None] * wp + cols[None, :]
+    windows = flat.reshape(hp // mh, mh, wp // mw, mw).transpose(0, 2, 1, 3)
+    return windows.reshape(-1, mh * mw).astype("int64")
 
 
 def window_partition(x, window_size):

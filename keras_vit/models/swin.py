@@ -27,8 +27,8 @@ blocks as timm does.
 """
 
 import keras
-from keras import ops
 
+from keras_vit.layers.position import AbsolutePositionEmbedding
 from keras_vit.layers.swin import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock
 from keras_vit.layers.validation import (
     check_bool,
@@ -50,84 +50,16 @@ SWIN_POOLINGS = ("avg", None)
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class AbsolutePositionEmbedding(keras.layers.Layer):
-    """Adds a learned `(H, W, C)` position embedding to a feature map (Swin's `ape`).
-
-    The optional absolute position embedding of Swin Sec. 3.1 (Table 4
-    "abs. pos."), added to the patch embedding.
-
-    Args:
-        initializer: Initializer of the embedding. Defaults to a truncated
-            normal with standard deviation 0.02 (the reference's).
-        **kwargs: Base layer arguments.
-
-    Call arguments:
-        x: Tensor `(batch, H, W, C)` with static `H`, `W` and `C`.
-    """
-
-    def __init__(self, initializer=None, **kwargs):
-        super().__init__(**kwargs)
-        self.initializer = keras.initializers.get(initializer or _swin_initializer())
-
-    def build(self, input_shape):
-        if len(input_shape) != 4 or None in tuple(input_shape[1:]):
-            raise ValueError(
-                "AbsolutePositionEmbedding expects a `(batch, height, width, channels)` "
-                f"input with static sizes. Received: input_shape={tuple(input_shape)}"
-            )
-        self.position_embedding = self.add_weight(
-            shape=tuple(input_shape[1:]), initializer=self.initializer, name="position_embedding"
-        )
-
-    def call(self, x):
-        return x + ops.cast(self.position_embedding, x.dtype)[None]
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-    def get_config(self):
-        config = super().get_config()
-        config["initializer"] = keras.initializers.serialize(self.initializer)
-        return config
-
-
-@keras.saving.register_keras_serializable(package="keras_vit")
 class RematSwinTransformerBlock(SwinTransformerBlock):
-    """A `SwinTransformerBlock` recomputed in the backward pass (`keras.remat`).
+    """`SwinTransformerBlock(..., remat=True)` under its former class name.
 
-    Same arguments, weights and outputs as `SwinTransformerBlock`; its
-    activations are not stored for the backward pass but recomputed, for less
-    memory at about a third more compute. Only tensors cross the remat
-    boundary: the stochastic-depth masks are drawn outside it, so that the
-    recomputation sees the same masks and no random-generator state is updated
-    inside `jax.checkpoint` (which would leak a tracer) or re-drawn by
-    `tf.recompute_grad`. For the same reason dropout inside the block is not
-    supported (`SwinTransformer` refuses `remat=True` with dropout).
+    Kept registered so that `.keras` files saved when remat had a class of its
+    own still load; new models use `SwinTransformerBlock(remat=True)`.
     """
 
-    def _branch_scale(self, x, training):
-        """The stochastic-depth factor of one residual branch: `(batch, 1, 1, 1)` or 1."""
-        rate = self.drop_path_rate
-        if not training or rate == 0.0:
-            return ops.ones((1, 1, 1, 1), x.dtype)
-        keep = 1.0 - rate
-        shape = (ops.shape(x)[0], 1, 1, 1)
-        mask = keras.random.uniform(shape, seed=self.drop_path.seed_generator) < keep
-        return ops.cast(mask, x.dtype) / ops.cast(keep, x.dtype)
-
-    def call(self, x, training=None, return_attention_scores=False):
-        if return_attention_scores:
-            return super().call(x, training, return_attention_scores)
-        attention_scale = self._branch_scale(x, training)
-        mlp_scale = self._branch_scale(x, training)
-
-        def forward(x, attention_scale, mlp_scale):
-            y, _ = self._window_attention(self.norm1(x), training, False)
-            x = x + y * attention_scale
-            return x + self.mlp(self.norm2(x), training=training) * mlp_scale
-
-        # Positional arguments only: backends' remat wrappers take no keywords.
-        return keras.remat(forward)(x, attention_scale, mlp_scale)
+    def __init__(self, *args, **kwargs):
+        kwargs["remat"] = True
+        super().__init__(*args, **kwargs)
 
 
 def check_stage_sizes(depths, num_heads, embed_dim):
@@ -194,7 +126,7 @@ def _check_swin_args(
     if remat and (rates["dropout_rate"] or rates["attention_dropout_rate"]):
         raise ValueError(
             "`remat=True` supports stochastic depth but not dropout inside the blocks "
-            "(see `RematSwinTransformerBlock`). Received: remat=True, "
+            "(see `SwinTransformerBlock`). Received: remat=True, "
             f"dropout_rate={rates['dropout_rate']}, "
             f"attention_dropout_rate={rates['attention_dropout_rate']}"
         )
@@ -222,6 +154,7 @@ def SwinTransformer(
     preprocessing="imagenet",
     dtype=None,
     remat=False,
+    return_stages=False,
     weights=None,
     name="swin_transformer",
 ):
@@ -268,15 +201,30 @@ def SwinTransformer(
         dtype: dtype policy name or `keras.DTypePolicy`. Defaults to the
             global policy.
         remat: bool. Recompute each block in the backward pass instead of
-            storing its activations (`RematSwinTransformerBlock`): less memory
+            storing its activations (`SwinTransformerBlock(remat=True)`): less memory
             for about a third more compute. Not with `dropout_rate` or
             `attention_dropout_rate` above 0. Defaults to `False`.
+        return_stages: bool. Return the feature map of every stage, as a
+            backbone for dense prediction (Swin Sec. 4.2-4.3), instead of
+            pooled features or logits; needs `include_top=False`, and
+            `pooling` does not apply. Defaults to `False`.
         weights: str, path or None. A checkpoint to load (see
             `keras_vit.load_weights`). Defaults to `None` (random init).
         name: str. Model name.
 
     Returns:
         A `keras.Model` taking `(batch, height, width, num_channels)` images.
+        With `return_stages=True` its output is a dict `{"stage_0": ...,
+        "stage_{n-1}": ...}` of channels-last maps, stage `i` of shape
+        `(batch, ceil(H / (P * 2**i)), ceil(W / (P * 2**i)), embed_dim * 2**i)`
+        (strides 4, 8, 16, 32 for Swin's four stages; odd sizes round up, as the
+        patch merging pads). The last stage passes through the final `norm`,
+        the others are the raw outputs of their last block: timm's
+        `forward_intermediates(norm=True)`. Microsoft's detection backbone adds
+        a fresh LayerNorm on every output (`norm{i}` for `out_indices`); those
+        have no pretrained values, so they are left to the detection neck and
+        every weight of this backbone is in the ImageNet checkpoints
+        (`timm_key_map(depths, include_top=False)`).
 
     Raises:
         ValueError: for an invalid argument, naming it.
@@ -290,6 +238,12 @@ def SwinTransformer(
         pooling, include_top, preprocessing, remat,
     )
     check_model_args(num_classes, include_top, None, classifier_activation, dtype, remat, weights, name)
+    check_bool(return_stages, "return_stages")
+    if return_stages and include_top:
+        raise ValueError(
+            "`return_stages=True` returns the stages' feature maps and needs "
+            f"`include_top=False`. Received: return_stages=True, include_top={include_top!r}"
+        )
 
     images, x = image_input(image_size, num_channels, dtype)
     x = preprocess(x, preprocessing, num_channels, dtype)
@@ -298,6 +252,7 @@ def SwinTransformer(
         x = AbsolutePositionEmbedding(dtype=dtype, name="absolute_position_embedding")(x)
     x = keras.layers.Dropout(dropout_rate, dtype=dtype, name="embedding_dropout")(x)
     total_blocks, block_index = sum(depths), 0
+    stage_outputs = {}
     shift = tuple(w // 2 for w in window_size)
     for stage, (depth, heads) in enumerate(zip(depths, num_heads)):
         if stage > 0:
@@ -305,8 +260,7 @@ def SwinTransformer(
         for index in range(depth):
             # torch.linspace(0, drop_path_rate, total_blocks), as the reference.
             rate = drop_path_rate * block_index / max(total_blocks - 1, 1)
-            block_class = RematSwinTransformerBlock if remat else SwinTransformerBlock
-            x = block_class(
+            x = SwinTransformerBlock(
                 heads,
                 window_size,
                 shift_size=shift if index % 2 else 0,
@@ -315,11 +269,16 @@ def SwinTransformer(
                 dropout_rate=dropout_rate,
                 attention_dropout_rate=attention_dropout_rate,
                 drop_path_rate=rate,
+                remat=remat,
                 dtype=dtype,
                 name=f"stage_{stage}_block_{index}",
             )(x)
             block_index += 1
+        stage_outputs[f"stage_{stage}"] = x
     x = keras.layers.LayerNormalization(epsilon=1e-5, dtype=dtype, name="norm")(x)
+    if return_stages:
+        stage_outputs[f"stage_{len(depths) - 1}"] = x
+        return finish_model(images, stage_outputs, name, weights)
     if pooling == "avg":
         x = keras.layers.GlobalAveragePooling2D(dtype=dtype, name="avg_pool")(x)
     if include_top:

@@ -8,6 +8,7 @@ import pytest
 import keras
 
 from keras_vit.layers import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock, WindowAttention
+from keras_vit.layers.window_attention import window_positions
 from tests.testing import ATOL, check_layer, np_gelu, np_layer_norm, np_softmax, set_random_weights, to_numpy
 
 # ---- numpy references, written from the paper and the reference code's loops ----
@@ -340,3 +341,14 @@ def test_swin_block_runs_in_mixed_bfloat16():
     assert keras.backend.standardize_dtype(scores.dtype) == "float32"
     merged = PatchMerging()(output)
     assert tuple(merged.shape) == (2, 5, 7, 16)
+
+
+@pytest.mark.parametrize("padded,window,shift", [((8, 12), (4, 4), (0, 0)), ((12, 16), (4, 4), (2, 2)),
+                                                 ((6, 9), (3, 3), (1, 2))])
+def test_window_positions_follow_the_tokens_through_shift_and_partition(padded, window, shift):
+    # Label every map position with its flat index, shift and partition it as the
+    # block does: each window token carries the position it came from.
+    labels = np.arange(padded[0] * padded[1]).reshape(1, *padded, 1)
+    rolled = np.roll(labels, (-shift[0], -shift[1]), axis=(1, 2))
+    expected = np_partition(rolled, window)[..., 0]
+    np.testing.assert_array_equal(window_positions(padded, window, shift), expected)

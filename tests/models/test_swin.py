@@ -5,13 +5,8 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit.layers.swin import SwinTransformerBlock
-from keras_vit.models.swin import (
-    AbsolutePositionEmbedding,
-    RematSwinTransformerBlock,
-    SwinTransformer,
-    timm_key_map,
-)
+from keras_vit.layers import AbsolutePositionEmbedding, SwinTransformerBlock
+from keras_vit.models.swin import RematSwinTransformerBlock, SwinTransformer, timm_key_map
 from tests.testing import check_layer, set_random_weights, to_numpy
 
 # Stage 0 at 32 px: an 8 x 8 map, two 4 x 4 windows a side, its second block
@@ -46,7 +41,7 @@ def timm_copy(model, image_size, depths, num_heads, embed_dim=16, window_size=4,
     ).eval()
     state = reference.state_dict()
     ours = {v.path: to_numpy(v) for v in model.weights}
-    table = timm_key_map(depths)
+    table = timm_key_map(depths, include_top=num_classes > 0)
     assert set(table) == set(ours)
     parameters = {name for name, _ in reference.named_parameters()}
     assert {key for key, _ in table.values()} == parameters
@@ -135,6 +130,72 @@ def test_features_without_top():
     assert build(num_classes=7, classifier_activation="softmax").output_shape == (None, 7)
 
 
+# Four stages on 64 x 128 px: 16 x 32 to 2 x 4 maps, all multiples of the
+# (shrunk) windows, where timm and these blocks agree.
+FOUR_STAGES = dict(image_size=(64, 128), embed_dim=8, depths=(2, 2, 2, 2), num_heads=(1, 2, 2, 4))
+
+
+def output_shapes(model):
+    # `model.output_shape` flattens a dict of outputs to a list; the dict keeps the keys.
+    return {key: tuple(value.shape) for key, value in model.output.items()}
+
+
+def test_stage_outputs_match_timm_intermediates():
+    model = randomized(build(**FOUR_STAGES, include_top=False, return_stages=True))
+    assert output_shapes(model) == {
+        "stage_0": (None, 16, 32, 8), "stage_1": (None, 8, 16, 16),
+        "stage_2": (None, 4, 8, 32), "stage_3": (None, 2, 4, 64),
+    }
+    reference = timm_copy(
+        model, FOUR_STAGES["image_size"], FOUR_STAGES["depths"], FOUR_STAGES["num_heads"],
+        embed_dim=8, num_classes=0,
+    )
+    x = images_for(model)
+    from tests.reference import torch
+
+    with torch.no_grad():
+        theirs = reference.forward_intermediates(
+            torch.from_numpy(x.transpose(0, 3, 1, 2)), norm=True, intermediates_only=True
+        )
+    ours = model(x)
+    assert sorted(ours) == ["stage_0", "stage_1", "stage_2", "stage_3"]
+    for index, expected in enumerate(theirs):
+        expected = expected.numpy().transpose(0, 2, 3, 1)
+        assert np.abs(expected).max() > 0.1
+        np.testing.assert_allclose(to_numpy(ours[f"stage_{index}"]), expected, atol=1e-4, rtol=0)
+    # The pooled features share the weights: timm's pre-logits of the same model.
+    pooled = build(**FOUR_STAGES, include_top=False)
+    pooled.set_weights(model.get_weights())
+    with torch.no_grad():
+        features = reference.forward_head(
+            reference.forward_features(torch.from_numpy(x.transpose(0, 3, 1, 2))), pre_logits=True
+        ).numpy()
+    np.testing.assert_allclose(to_numpy(pooled(x)), features, atol=1e-4, rtol=0)
+
+
+def test_stage_outputs_at_a_size_with_odd_stages_round_trip(tmp_path):
+    # 200 x 264 px with Swin's 7 x 7 windows: 50 x 66, 25 x 33, 13 x 17 and 7 x 9
+    # maps; the merging pads the odd ones, the blocks pad to whole windows.
+    model = randomized(
+        build(image_size=(200, 264), embed_dim=8, depths=(1, 2, 1, 2), num_heads=(1, 1, 2, 2),
+              window_size=7, include_top=False, return_stages=True)
+    )
+    shapes = {"stage_0": (50, 66, 8), "stage_1": (25, 33, 16), "stage_2": (13, 17, 32), "stage_3": (7, 9, 64)}
+    assert output_shapes(model) == {key: (None, *shape) for key, shape in shapes.items()}
+    x = images_for(model, batch=1)
+    expected = {key: to_numpy(value) for key, value in model(x).items()}
+    assert all(np.isfinite(value).all() for value in expected.values())
+    path = str(tmp_path / "swin_stages.keras")
+    model.save(path)
+    restored = keras.models.load_model(path)
+    outputs = restored(x)
+    assert sorted(outputs) == sorted(shapes)
+    for key, value in expected.items():
+        np.testing.assert_array_equal(to_numpy(outputs[key]), value)
+    # Every weight of the backbone is a checkpoint weight (no detection norms).
+    assert {v.path for v in model.weights} == set(timm_key_map((1, 2, 1, 2), include_top=False))
+
+
 def test_head_is_trunc_normal_with_zero_bias():
     head = build(num_classes=1000, embed_dim=32).get_layer("head")
     kernel, bias = to_numpy(head.kernel), to_numpy(head.bias)
@@ -162,21 +223,64 @@ def test_absolute_position_embedding_adds_one_map_of_the_first_stage():
     )
 
 
-def test_model_layers_round_trip_their_config():
+def test_absolute_position_embedding_round_trips_its_config_and_adds_the_map():
     x = np.random.default_rng(0).normal(size=(2, 6, 10, 8)).astype("float32")
     output = check_layer(AbsolutePositionEmbedding, {}, x)
     layer = AbsolutePositionEmbedding()
     np.testing.assert_allclose(to_numpy(layer(x)), x + to_numpy(layer.position_embedding)[None], atol=1e-6)
     assert output.shape == x.shape
+
+
+# Configs as `.keras` files saved them before the layers moved or merged: the
+# registered names are what loading looks up, not the modules.
+_LEGACY_DTYPE = {"module": "keras", "class_name": "DTypePolicy", "config": {"name": "float32"},
+                 "registered_name": None}
+_LEGACY_INIT = {"module": "keras.initializers", "class_name": "TruncatedNormal",
+                "config": {"seed": None, "mean": 0.0, "stddev": 0.02}, "registered_name": None}
+LEGACY_CONFIGS = {
+    "AbsolutePositionEmbedding": {
+        "module": "keras_vit.models.swin", "class_name": "AbsolutePositionEmbedding",
+        "config": {"name": "ape", "trainable": True, "dtype": _LEGACY_DTYPE, "initializer": _LEGACY_INIT},
+        "registered_name": "keras_vit>AbsolutePositionEmbedding",
+    },
+    "RematSwinTransformerBlock": {
+        "module": "keras_vit.models.swin", "class_name": "RematSwinTransformerBlock",
+        "config": {
+            "name": "b", "trainable": True, "dtype": _LEGACY_DTYPE, "num_heads": 2,
+            "window_size": [4, 4], "shift_size": [2, 2], "mlp_ratio": 4.0, "qkv_bias": True,
+            "dropout_rate": 0.0, "attention_dropout_rate": 0.0, "drop_path_rate": 0.0,
+            "layer_norm_epsilon": 1e-05, "kernel_initializer": _LEGACY_INIT,
+        },
+        "registered_name": "keras_vit>RematSwinTransformerBlock",
+    },
+}
+
+
+def test_configs_saved_before_the_cleanup_still_load():
+    ape = keras.saving.deserialize_keras_object(LEGACY_CONFIGS["AbsolutePositionEmbedding"])
+    assert isinstance(ape, AbsolutePositionEmbedding) and ape.name == "ape"
+    block = keras.saving.deserialize_keras_object(LEGACY_CONFIGS["RematSwinTransformerBlock"])
+    assert isinstance(block, RematSwinTransformerBlock) and block.remat and block.shift_size == (2, 2)
+    # Its config is the block's, so it loads back as either class.
+    assert SwinTransformerBlock.from_config(block.get_config()).remat
+
+
+def test_remat_block_round_trips_its_config_and_matches_the_plain_block():
+    x = np.random.default_rng(0).normal(size=(2, 6, 10, 8)).astype("float32")
     kwargs = dict(num_heads=2, window_size=4, shift_size=2)
-    remat_output = check_layer(RematSwinTransformerBlock, kwargs, x)
+    remat_output = check_layer(SwinTransformerBlock, {**kwargs, "remat": True}, x)
     plain = SwinTransformerBlock(**kwargs)
     plain(x)
-    remat = RematSwinTransformerBlock(**kwargs)
+    remat = SwinTransformerBlock(**kwargs, remat=True)
     remat(x)
     remat.set_weights(plain.get_weights())
     np.testing.assert_allclose(to_numpy(remat(x)), to_numpy(plain(x)), atol=1e-6)
     assert remat_output.shape == x.shape
+    assert remat.get_config()["remat"] is True
+    with pytest.raises(ValueError, match=r"`remat=True` supports stochastic depth but not dropout"):
+        SwinTransformerBlock(**kwargs, remat=True, attention_dropout_rate=0.1)
+    with pytest.raises(ValueError, match=r"`remat` must be True or False"):
+        SwinTransformerBlock(**kwargs, remat=1)
 
 
 def test_key_map_without_top_covers_the_features_model():
@@ -193,7 +297,7 @@ def test_remat_gives_the_same_outputs_and_training_step(drop_path_rate):
         keras.utils.set_random_seed(0)
         model = randomized(build(remat=remat, drop_path_rate=drop_path_rate))
         blocks = [layer for layer in model.layers if "_block_" in layer.name]
-        assert all(isinstance(layer, RematSwinTransformerBlock) == remat for layer in blocks)
+        assert all(type(layer) is SwinTransformerBlock and layer.remat == remat for layer in blocks)
         outputs = to_numpy(model(x))
         model.compile(
             optimizer=keras.optimizers.SGD(0.1),
@@ -210,8 +314,13 @@ def test_remat_gives_the_same_outputs_and_training_step(drop_path_rate):
 
 
 def test_swin_variants_build_through_the_table():
-    model = keras_vit.Swin_T(image_size=64, num_classes=3)
-    assert model.name == "swin_t" and model.output_shape == (None, 3)
+    # The variants take the builder's arguments, the backbone outputs included.
+    model = keras_vit.Swin_T(image_size=(200, 264), include_top=False, return_stages=True)
+    assert model.name == "swin_t"
+    assert output_shapes(model) == {
+        "stage_0": (None, 50, 66, 96), "stage_1": (None, 25, 33, 192),
+        "stage_2": (None, 13, 17, 384), "stage_3": (None, 7, 9, 768),
+    }
     assert keras_vit.SwinTransformer is SwinTransformer
     with pytest.raises(TypeError, match="hidden_size"):
         keras_vit.Swin_T(hidden_size=3)
@@ -236,6 +345,8 @@ def test_swin_variants_build_through_the_table():
         (dict(num_classes=0), r"num_classes"),
         (dict(image_size=(32,)), r"image_size"),
         (dict(remat=True, dropout_rate=0.1), r"`remat=True` supports stochastic depth but not dropout"),
+        (dict(return_stages=1, include_top=False), r"return_stages"),
+        (dict(return_stages=True), r"`return_stages=True`.*needs `include_top=False`"),
     ],
 )
 def test_invalid_arguments_are_named(overrides, message):

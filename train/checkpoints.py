@@ -34,6 +34,12 @@ LEFTOVER_NAME = re.compile(r"^(\.ckpt-\d+\.tmp-\d+|latest\.tmp-\d+)$")
 WEIGHTS_FILE = "model.weights.h5"
 OPTIMIZER_FILE = "optimizer.npz"
 MANIFEST_FILE = "manifest.json"
+# A checkpoint's layout: the Keras weights file and the optimizer's arrays (TensorFlow
+# backend), or Orbax's folder of every array (JAX backend; `train.orbax_checkpoints`).
+H5_FORMAT = "keras-h5"
+ORBAX_FORMAT = "orbax"
+ORBAX_STATE = "state"
+REQUIRED_FILES = {H5_FORMAT: (WEIGHTS_FILE, OPTIMIZER_FILE), ORBAX_FORMAT: (f"{ORBAX_STATE}/_METADATA",)}
 
 
 class DamagedCheckpointError(ValueError):
@@ -112,9 +118,12 @@ class CheckpointManager:
         # saving runs collective ops that every worker must join (TensorFlow's own
         # recipe for multi-worker saving), and a worker that skipped them would hang
         # the others.
+        self._scratch_save(model)
+        return final if self.writer else None
+
+    def _scratch_save(self, model):
         with tempfile.TemporaryDirectory(prefix="keras_vit-scratch-") as scratch:
             self._write_files(model, scratch)
-        return final if self.writer else None
 
     def _intact(self, path):
         if not files.isdir(path):
@@ -123,7 +132,8 @@ class CheckpointManager:
             verify_checkpoint(path)
             return True
         except DamagedCheckpointError as error:
-            self._set_aside(path, error)
+            if self.writer:
+                self._set_aside(path, error)
             return False
 
     def _write(self, model, step, final):
@@ -133,11 +143,20 @@ class CheckpointManager:
         files.makedirs(tmp)
         try:
             self._write_files(model, tmp)
-            manifest = {"step": step, "files": {}}
-            for file in (WEIGHTS_FILE, OPTIMIZER_FILE):
-                path = os.path.join(tmp, file)
+        except BaseException:
+            files.rmtree(tmp)
+            raise
+        self._commit(tmp, final, step, H5_FORMAT)
+        return final
+
+    def _commit(self, tmp, final, step, format):
+        """Lists `tmp`'s files in a manifest, moves it to `final`, points `latest` at it, prunes."""
+        try:
+            manifest = {"step": step, "format": format, "files": {}}
+            for name in files.walk_files(tmp):
+                path = os.path.join(tmp, name)
                 files.sync(path)
-                manifest["files"][file] = {"bytes": files.getsize(path), "sha256": file_sha256(path)}
+                manifest["files"][name] = {"bytes": files.getsize(path), "sha256": file_sha256(path)}
             write_text_atomically(os.path.join(tmp, MANIFEST_FILE), json.dumps(manifest, indent=2))
             files.move_folder(tmp, final, last=MANIFEST_FILE)
         except BaseException:
@@ -145,7 +164,9 @@ class CheckpointManager:
             raise
         write_text_atomically(os.path.join(self.directory, "latest"), os.path.basename(final))
         self._prune(keep=final)
-        return final
+
+    def finish(self):
+        """Completes the saves in flight (none here: this manager writes synchronously)."""
 
     @staticmethod
     def _write_files(model, folder):
@@ -229,6 +250,12 @@ class CheckpointManager:
         return 0
 
     def _load(self, model, path):
+        format = checkpoint_format(path)
+        if format != H5_FORMAT:
+            raise ValueError(
+                f"The checkpoint {path!r} was written by the JAX backend with Orbax: resume this run with "
+                "KERAS_BACKEND=jax (or start it anew in another --workdir)."
+            )
         try:
             model.load_weights(os.path.join(path, WEIGHTS_FILE))
         except ValueError:
@@ -254,6 +281,12 @@ class CheckpointManager:
             variable.assign(value)
 
 
+def checkpoint_format(path):
+    """The format a checkpoint's manifest names (`"keras-h5"` when it names none)."""
+    with files.open_file(os.path.join(path, MANIFEST_FILE)) as f:
+        return json.load(f).get("format", H5_FORMAT)
+
+
 def verify_checkpoint(path):
     """Checks a checkpoint's files against its manifest.
 
@@ -271,7 +304,10 @@ def verify_checkpoint(path):
         expected = {name: (int(entry["bytes"]), str(entry["sha256"])) for name, entry in listed.items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise DamagedCheckpointError(f"{MANIFEST_FILE} is missing or unreadable: {type(error).__name__}") from None
-    for required in (WEIGHTS_FILE, OPTIMIZER_FILE):
+    format = manifest.get("format", H5_FORMAT) if isinstance(manifest, dict) else None
+    if format not in REQUIRED_FILES:
+        raise DamagedCheckpointError(f"{MANIFEST_FILE} names an unknown format {format!r}")
+    for required in REQUIRED_FILES[format]:
         if required not in expected:
             raise DamagedCheckpointError(f"{MANIFEST_FILE} does not list {required}")
     for name, (size, sha256) in expected.items():

@@ -100,11 +100,7 @@ def move_folder(source, target, last=None):
         return
     gfile = _gfile()
     source = str(source).rstrip("/")
-    files = []
-    for folder, _, names in gfile.walk(source):
-        relative = folder.rstrip("/")[len(source):].lstrip("/")
-        files += [join(relative, name) if relative else name for name in names]
-    for name in sorted(files, key=lambda name: name == last):
+    for name in sorted(walk_files(source), key=lambda name: name == last):
         gfile.makedirs(os.path.dirname(join(target, name)))
         gfile.copy(join(source, name), join(target, name), overwrite=True)
     gfile.rmtree(source)
@@ -116,3 +112,14 @@ def sync(path):
         return
     with open(path, "rb") as f:
         os.fsync(f.fileno())
+
+
+def walk_files(folder):
+    """Every file under `folder`, as paths relative to it (sorted)."""
+    folder = str(folder).rstrip("/")
+    walk = _gfile().walk(folder) if is_remote(folder) else os.walk(folder)
+    found = []
+    for root, _, names in walk:
+        relative = str(root).rstrip("/")[len(folder):].lstrip("/")
+        found += [join(relative, name) if relative else name for name in names]
+    return sorted(found)

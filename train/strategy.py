@@ -267,8 +267,13 @@ def is_chief(strategy):
     """Whether this process writes checkpoints, logs and exports.
 
     True for a single-process run; in a multi-worker job, for the `chief` task
-    or, if the cluster has none, for worker 0 (TensorFlow's convention).
+    or, if the cluster has none, for worker 0 (TensorFlow's convention); on
+    JAX, for the first host.
     """
+    if isinstance(strategy, JaxDistribution):
+        import jax
+
+        return jax.process_index() == 0  # the first host of a pod slice
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not resolver.task_type:
         return True

@@ -91,6 +91,15 @@ def _train_dataset(strategy, config, source, image_size, steps_per_epoch, total_
     return strategy.distribute_datasets_from_function(make)
 
 
+def checkpoint_manager(directory, chief):
+    """Orbax-written checkpoints on JAX (sharded, multi-host, asynchronous); Keras' files on TensorFlow."""
+    if keras.backend.backend() == "jax":
+        from train.orbax_checkpoints import OrbaxCheckpointManager
+
+        return OrbaxCheckpointManager(directory)
+    return CheckpointManager(directory, writer=chief)
+
+
 def uses_tpu(strategy):
     return strategy is not None and "TPU" in type(strategy).__name__
 
@@ -150,7 +159,7 @@ def train(config, workdir, strategy=None, verbose="auto"):
             jit_compile=config.jit_compile,
             steps_per_execution=config.steps_per_execution,
         )
-        manager = CheckpointManager(os.path.join(workdir, "checkpoints"), writer=chief)
+        manager = checkpoint_manager(os.path.join(workdir, "checkpoints"), chief)
         if chief:
             manager.set_aside_damaged()
         barrier(strategy)
@@ -183,6 +192,7 @@ def train(config, workdir, strategy=None, verbose="auto"):
                 ).history
             finally:
                 checkpointing.restore_signal_handler()
+                manager.finish()  # the last save in flight (JAX: Orbax writes in the background)
     summary = {
         "history": {key: [float(v) for v in values] for key, values in history.items()},
         "workdir": files.absolute(workdir),

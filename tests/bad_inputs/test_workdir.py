@@ -44,20 +44,30 @@ def checkpoint_names(workdir):
     return sorted(os.listdir(workdir / "checkpoints"))
 
 
+def data_files(checkpoint):
+    """A checkpoint's data files, largest first, relative to it: the TensorFlow backend's two
+    (Keras weights, optimizer arrays) or, on JAX, the files of Orbax's `state/` folder."""
+    names = [os.path.relpath(os.path.join(root, name), checkpoint)
+             for root, _, found in os.walk(checkpoint) for name in found if name != "manifest.json"]
+    return sorted(names, key=lambda name: -os.path.getsize(checkpoint / name))
+
+
 def test_damaged_latest_checkpoint_falls_back_to_the_older_one_and_resumes_exactly(tmp_path, idx_dir, capsys):
     workdir = tmp_path / "run"
     config = tiny_config(idx_dir)
     train(config, str(workdir), verbose=0)
     assert checkpoint_names(workdir) == ["ckpt-6", "ckpt-9", "latest"]
     reference = final_weights(workdir)
-    # Truncate the newest checkpoint's weights, as a crash of the disk or a copy would.
-    weights_file = workdir / "checkpoints" / "ckpt-9" / "model.weights.h5"
-    weights_file.write_bytes(weights_file.read_bytes()[:1000])
+    # Truncate the newest checkpoint's largest file, as a crash of the disk or a copy would.
+    name = data_files(workdir / "checkpoints" / "ckpt-9")[0]
+    damaged_file = workdir / "checkpoints" / "ckpt-9" / name
+    assert damaged_file.stat().st_size > 1000
+    damaged_file.write_bytes(damaged_file.read_bytes()[:1000])
     capsys.readouterr()
 
     summary = train(config, str(workdir), verbose=0)
     err = capsys.readouterr().err
-    assert "checkpoint 'ckpt-9' is damaged (model.weights.h5 has 1000 bytes" in err
+    assert f"checkpoint 'ckpt-9' is damaged ({name} has 1000 bytes" in err
     assert "moved to 'damaged-ckpt-9'" in err
     assert "Resuming from the newest intact checkpoint, 'ckpt-6'" in err
     assert summary["resumed_from"] == "ckpt-6" and summary["resumed_from_step"] == 6 and summary["step"] == 9
@@ -69,17 +79,18 @@ def test_damaged_latest_checkpoint_falls_back_to_the_older_one_and_resumes_exact
         np.testing.assert_allclose(a, b, atol=1e-6)
 
 
-@pytest.mark.parametrize("damage", ["flipped byte", "empty optimizer", "no manifest", "garbage manifest"])
+@pytest.mark.parametrize("damage", ["flipped byte", "emptied file", "no manifest", "garbage manifest"])
 def test_every_kind_of_damage_is_detected(tmp_path, idx_dir, damage):
     workdir = tmp_path / "run"
     train(tiny_config(idx_dir, epochs=1), str(workdir), verbose=0)
     checkpoint = workdir / "checkpoints" / "ckpt-3"
+    largest, second = data_files(checkpoint)[:2]
     if damage == "flipped byte":
-        data = bytearray((checkpoint / "model.weights.h5").read_bytes())
+        data = bytearray((checkpoint / largest).read_bytes())
         data[len(data) // 2] ^= 0xFF
-        (checkpoint / "model.weights.h5").write_bytes(bytes(data))
-    elif damage == "empty optimizer":
-        (checkpoint / "optimizer.npz").write_bytes(b"")
+        (checkpoint / largest).write_bytes(bytes(data))
+    elif damage == "emptied file":
+        (checkpoint / second).write_bytes(b"")
     elif damage == "no manifest":
         (checkpoint / "manifest.json").unlink()
     else:
@@ -175,10 +186,16 @@ def test_full_or_read_only_workdir_is_one_line_and_keeps_the_last_checkpoint(tmp
 
     shutil.rmtree(workdir / "checkpoints" / "ckpt-6")
 
-    def failing_savez(path, **arrays):
+    def failing_write(path, *args, **kwargs):
         raise OSError(code, os.strerror(code), str(path))
 
-    monkeypatch.setattr(checkpoints.np, "savez", failing_savez)
+    if keras.backend.backend() == "jax":
+        import orbax.checkpoint as ocp
+
+        # Orbax writes the arrays on JAX; its save fails as the disk does.
+        monkeypatch.setattr(ocp.StandardCheckpointer, "save", lambda self, path, *a, **k: failing_write(path))
+    else:
+        monkeypatch.setattr(checkpoints.np, "savez", failing_write)
     status, err = run_cli(cli_flags(workdir, idx_dir, epochs=2), capsys)
     lines = err.strip().splitlines()
     assert status == 1 and "Traceback" not in err

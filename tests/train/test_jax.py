@@ -68,3 +68,65 @@ def test_fsdp_over_a_2x4_mesh_trains_like_one_device(tmp_path, idx_dir):
     assert single.returncode == 0, single.stderr[-3000:]
     for a, b in zip(weights(tmp_path / "fsdp" / "model.keras"), weights(tmp_path / "single" / "model.keras")):
         np.testing.assert_allclose(a, b, atol=5e-5)
+
+
+def test_orbax_checkpoints_move_between_sharded_and_unsharded_runs(tmp_path, idx_dir):
+    """A run resumed from a checkpoint that the other layout wrote ends where an uninterrupted run ends.
+
+    Orbax writes each array as the devices hold it (FSDP: in shards over the
+    model axis) and restores it into the sharding of the variable it fills.
+    """
+    import json
+    import shutil
+
+    model = '{"patch_size": 4, "hidden_size": 512, "num_layers": 1, "num_heads": 4, "mlp_dim": 1024}'
+    # 4 steps an epoch: checkpoints at steps 4 (the epoch's end) and 6 (the run's end).
+    flags = ("--steps=6", "--jit_compile=true", "--augmentation=none", f"--model_kwargs={model}")
+    fsdp = ("--distribution=fsdp", "--mesh=batch:2,model:4")
+    layouts = {"sharded": (fsdp, EIGHT_DEVICES), "unsharded": ((), ONE_DEVICE)}
+    finals = {}
+    for name, (extra, env) in layouts.items():
+        run = run_main(*tiny_flags(tmp_path / name, idx_dir, *flags, *extra), env=env)
+        assert run.returncode == 0, run.stderr[-3000:]
+        manifest = json.loads((tmp_path / name / "checkpoints" / "ckpt-4" / "manifest.json").read_text())
+        assert manifest["format"] == "orbax" and "state/_METADATA" in manifest["files"]
+        finals[name] = weights(tmp_path / name / "model.keras")
+    for written, (resumed, (extra, env)) in (("sharded", ("unsharded", layouts["unsharded"])),
+                                              ("unsharded", ("sharded", layouts["sharded"]))):
+        workdir = tmp_path / f"{written}_then_{resumed}"
+        shutil.copytree(tmp_path / written, workdir)
+        _as_if_stopped_after_the_first_checkpoint(workdir)
+        run = run_main(*tiny_flags(workdir, idx_dir, *flags, *extra), env=env)
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert "Resumed from ckpt-4 (step 4)" in run.stdout
+        # Steps 5 and 6 ran in the other layout: equal to the uninterrupted run up to
+        # the float32 summation order that sharding changes.
+        for a, b in zip(weights(workdir / "model.keras"), finals[written]):
+            np.testing.assert_allclose(a, b, atol=5e-5)
+
+
+def _as_if_stopped_after_the_first_checkpoint(workdir):
+    import shutil
+
+    for leftover in ("checkpoints/ckpt-6", "model.keras", "saved_model", "summary.json"):
+        path = workdir / leftover
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    (workdir / "checkpoints" / "latest").write_text("ckpt-4")
+
+
+def test_a_tensorflow_checkpoint_resumes_on_jax_and_an_orbax_one_is_refused_on_tensorflow(tmp_path, idx_dir):
+    flags = ("--steps=6", "--augmentation=none")
+    tensorflow = {"KERAS_BACKEND": "tensorflow"}
+    run = run_main(*tiny_flags(tmp_path / "tf", idx_dir, *flags), env=tensorflow)
+    assert run.returncode == 0, run.stderr[-3000:]
+    _as_if_stopped_after_the_first_checkpoint(tmp_path / "tf")
+    resumed = run_main(*tiny_flags(tmp_path / "tf", idx_dir, *flags), env=ONE_DEVICE)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "Resumed from ckpt-4 (step 4)" in resumed.stdout
+
+    run = run_main(*tiny_flags(tmp_path / "jax", idx_dir, *flags), env=ONE_DEVICE)
+    assert run.returncode == 0, run.stderr[-3000:]
+    _as_if_stopped_after_the_first_checkpoint(tmp_path / "jax")
+    refused = run_main(*tiny_flags(tmp_path / "jax", idx_dir, *flags), env=tensorflow)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "was written by the JAX backend with Orbax: resume this run with KERAS_BACKEND=jax" in refused.stderr

@@ -29,8 +29,9 @@ from train import files
 
 KEEP = 2
 CHECKPOINT_NAME = re.compile(r"^ckpt-(\d+)$")
-# Temporary names of an interrupted save: `.ckpt-<step>.tmp-<pid>` and `latest.tmp-<pid>`.
-LEFTOVER_NAME = re.compile(r"^(\.ckpt-\d+\.tmp-\d+|latest\.tmp-\d+)$")
+# Temporary names of an interrupted save: `.ckpt-<step>.tmp-<pid>`, `latest.tmp-<pid>`, and
+# `.ckpt-<step>.tmp-orbax` (JAX: one name that every host of a job writes into).
+LEFTOVER_NAME = re.compile(r"^(\.ckpt-\d+\.tmp-(\d+|orbax)|latest\.tmp-\d+)$")
 WEIGHTS_FILE = "model.weights.h5"
 OPTIMIZER_FILE = "optimizer.npz"
 MANIFEST_FILE = "manifest.json"

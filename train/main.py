@@ -28,6 +28,9 @@ flags.DEFINE_string("tpu_name", None, "Train on a named or remote TPU (name or g
 flags.DEFINE_string("strategy", "auto", "TensorFlow: 'multi_worker' (MultiWorkerMirroredStrategy over the workers of "
                     "TF_CONFIG; run the same command on each), 'mirrored' (every local GPU), or 'auto' (TPUStrategy "
                     "with --tpu, MirroredStrategy over several GPUs, else one device).")
+flags.DEFINE_bool("multihost", False, "JAX: join the other hosts of the job first (keras.distribution.initialize: "
+                  "found by itself on a TPU pod slice, else from KERAS_DISTRIBUTION_JOB_ADDRESSES, _NUM_PROCESSES and "
+                  "_PROCESS_ID); run the same command on every host.")
 flags.DEFINE_string("distribution", "auto", "JAX: 'data' (DataParallel), 'fsdp' (ModelParallel, large kernels "
                     "sharded over the model axis) or 'auto' (data parallel over every device).")
 flags.DEFINE_string("mesh", None, "JAX: the device mesh, 'batch:N,model:M' (default: every device on the batch axis; "
@@ -96,7 +99,8 @@ def main(argv):
         config = config_from_flags()
         check_config(config)
         check_workdir(FLAGS.workdir, config)
-        strategy = get_strategy(FLAGS.tpu, FLAGS.tpu_name, FLAGS.distribution, FLAGS.mesh, FLAGS.strategy)
+        strategy = get_strategy(FLAGS.tpu, FLAGS.tpu_name, FLAGS.distribution, FLAGS.mesh, FLAGS.strategy,
+                                FLAGS.multihost)
         where = (strategy.describe() if hasattr(strategy, "describe")
                  else f"{type(strategy).__name__} with {strategy.num_replicas_in_sync} replica(s)")
         print(f"keras_vit training: model={config.model} dataset={config.dataset} "

@@ -9,7 +9,7 @@ host, and the write runs in the background while training goes on. Restoring
 reads each array straight into the sharding of the variable it fills, so a
 checkpoint written sharded restores unsharded, and the reverse.
 
-A save goes to `.ckpt-<step>.tmp-<pid>/state`; once Orbax has finished it (at
+A save goes to `.ckpt-<step>.tmp-orbax/state`; once Orbax has finished it (at
 the next save, or when the run ends or is preempted), the manifest is written
 and the folder renamed into place: a checkpoint is either complete and listed,
 or it is a leftover that the next start removes.
@@ -88,7 +88,8 @@ class OrbaxCheckpointManager(CheckpointManager):
         # Every host takes the same decision: they all see the same folder.
         if self._intact(final):
             return final
-        tmp = os.path.join(self.directory, f".ckpt-{step}.tmp-{os.getpid()}")
+        # The same name on every host: Orbax's hosts write into one folder.
+        tmp = os.path.join(self.directory, f".ckpt-{step}.tmp-orbax")
         if self.writer:
             files.makedirs(self.directory)
             files.rmtree(tmp)

@@ -138,11 +138,29 @@ def _keep_tensorflow_off_the_gpus():
         pass  # TensorFlow has run already; its devices are fixed for this process
 
 
-def jax_distribution(use_tpu=False, tpu_name=None, distribution="auto", mesh=None):
+def join_hosts():
+    """Joins this process to a multi-host JAX job (`keras.distribution.initialize`).
+
+    On a Cloud TPU pod slice the hosts are found from the TPU's environment;
+    elsewhere from `KERAS_DISTRIBUTION_JOB_ADDRESSES` (the coordinator's
+    `host:port`), `KERAS_DISTRIBUTION_NUM_PROCESSES` and
+    `KERAS_DISTRIBUTION_PROCESS_ID`. Must run before JAX computes anything.
+    """
+    import jax
+
+    # CPU hosts (a test on one machine, a CPU cluster) exchange collectives over gloo;
+    # TPUs and GPUs ignore this setting.
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    keras.distribution.initialize()
+
+
+def jax_distribution(use_tpu=False, tpu_name=None, distribution="auto", mesh=None, multihost=False):
     """The `JaxDistribution` for the flags; with `--tpu`, insists on TPU devices."""
     import jax
 
     _keep_tensorflow_off_the_gpus()
+    if multihost:
+        join_hosts()
     if distribution not in DISTRIBUTIONS:
         raise ValueError(f"--distribution must be one of {DISTRIBUTIONS}. Received: distribution={distribution!r}")
     if tpu_name:
@@ -315,7 +333,15 @@ def worker_failure(error):
 
 
 def barrier(strategy):
-    """Waits until every worker of a multi-worker job gets here (an all-reduce of one number)."""
+    """Waits until every worker (TensorFlow) or host (JAX) of a multi-process job gets here."""
+    if isinstance(strategy, JaxDistribution):
+        import jax
+
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+
+            multihost_utils.sync_global_devices("keras_vit_barrier")
+        return
     if not is_multi_worker(strategy):
         return
     import tensorflow as tf
@@ -323,7 +349,7 @@ def barrier(strategy):
     strategy.reduce("SUM", strategy.run(lambda: tf.constant(1.0)), axis=None)
 
 
-def get_strategy(use_tpu=False, tpu_name=None, distribution="auto", mesh=None, strategy="auto"):
+def get_strategy(use_tpu=False, tpu_name=None, distribution="auto", mesh=None, strategy="auto", multihost=False):
     """Where to train, for the backend in use.
 
     TensorFlow: `TPUStrategy` with `--tpu`, `MultiWorkerMirroredStrategy` with
@@ -338,6 +364,7 @@ def get_strategy(use_tpu=False, tpu_name=None, distribution="auto", mesh=None, s
         distribution: `"auto"`, `"data"` or `"fsdp"` (JAX only).
         mesh: str or None. `"batch:N,model:M"` (JAX only).
         strategy: `"auto"`, `"mirrored"` or `"multi_worker"` (TensorFlow only).
+        multihost: bool. Join a multi-host JAX job first (`join_hosts`; JAX only).
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"--strategy must be one of {STRATEGIES}. Received: strategy={strategy!r}")
@@ -348,7 +375,10 @@ def get_strategy(use_tpu=False, tpu_name=None, distribution="auto", mesh=None, s
                 "--distribution=data|fsdp (keras.distribution; on a pod slice the same command on every host). "
                 f"Received: strategy={strategy!r}"
             )
-        return jax_distribution(use_tpu, tpu_name, distribution, mesh)
+        return jax_distribution(use_tpu, tpu_name, distribution, mesh, multihost)
+    if multihost:
+        raise ValueError("--multihost joins the hosts of a JAX job (KERAS_BACKEND=jax); on TensorFlow run "
+                         "several machines with --strategy=multi_worker and TF_CONFIG. Received: multihost=True")
     if strategy != "auto" and (use_tpu or tpu_name):
         raise ValueError(f"--strategy={strategy} cannot be combined with --tpu or --tpu_name (TPUStrategy). "
                          f"Received: strategy={strategy!r}")

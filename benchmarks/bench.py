@@ -1,6 +1,7 @@
 """Training and inference throughput of keras_vit models, optionally side by side with timm.
 
     python benchmarks/bench.py --variants=ViT_Ti16,ViT_B16 --batch_sizes=32 --modes=train,infer --vs=timm
+    python benchmarks/bench.py --variants=Swin_T --batch_sizes=32 --modes=train,infer --vs=timm
 
 For every (framework, variant, image size, batch size, mode) one fresh process
 builds the model, times the first step apart (tracing and XLA compilation), then
@@ -35,6 +36,9 @@ TIMM_NAMES = {
     "ConViT_Ti": "convit_tiny", "ConViT_S": "convit_small", "ConViT_B": "convit_base",
     "R50_ViT_B16": "vit_base_r50_s16_224", "R_ViT_Ti16": "vit_tiny_r_s16_p8_224",
     "R26_ViT_S32": "vit_small_r26_s32_224",
+    "Swin_T": "swin_tiny_patch4_window7_224", "Swin_S": "swin_small_patch4_window7_224",
+    "Swin_B": "swin_base_patch4_window7_224", "Swin_L": "swin_large_patch4_window7_224",
+    "Swin_B384": "swin_base_patch4_window12_384", "Swin_L384": "swin_large_patch4_window12_384",
 }
 
 

@@ -63,6 +63,10 @@ def parse_model_kwargs(text):
 def config_from_flags():
     """The preset named by `--config`, with every flag that was given applied to it."""
     config = get_config(FLAGS.config)
+    if FLAGS.model is not None and FLAGS.model != config.model:
+        # The preset's builder arguments belong to its model (a ViT's hidden_size means
+        # nothing to Swin_T, and would silently resize ViT_B16): another model starts from its own.
+        config.model_kwargs = {}
     for field in dataclasses.fields(TrainConfig):
         value = getattr(FLAGS, field.name)
         if value is None:

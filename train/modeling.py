@@ -5,13 +5,13 @@ import inspect
 import keras_vit
 
 PRECISIONS = ("float32", "bfloat16")
-GENERAL_BUILDERS = ("VisionTransformer", "ConViT")
+GENERAL_BUILDERS = ("VisionTransformer", "ConViT", "SwinTransformer")
 # Arguments the trainer sets from the dataset and `--image_size`, never from `--model_kwargs`.
 TRAINER_ARGUMENTS = ("image_size", "num_classes", "num_channels")
 
 
 def builder_for(name):
-    """The general builder (`VisionTransformer` or `ConViT`) behind a model name."""
+    """The general builder (`VisionTransformer`, `ConViT` or `SwinTransformer`) behind a model name."""
     if name in GENERAL_BUILDERS:
         return getattr(keras_vit, name)
     return keras_vit.VARIANTS[name][0]
@@ -26,10 +26,11 @@ def build_model(config, num_classes, image_size, channels):
     """The configured model, with pretrained weights loaded (and resampled) if asked."""
     kwargs = dict(config.model_kwargs)
     kwargs.update(image_size=image_size, num_classes=num_classes, num_channels=channels)
-    if config.dropout_rate:
-        kwargs["dropout_rate"] = config.dropout_rate
-    if config.drop_path_rate:
-        kwargs["drop_path_rate"] = config.drop_path_rate
+    # The flags' values, 0 included, replace the builder's defaults (Swin's drop path is
+    # 0.1): `--drop_path_rate=0` turns it off. `--model_kwargs` may still set them.
+    for field in ("dropout_rate", "drop_path_rate"):
+        if getattr(config, field) or field not in kwargs:
+            kwargs[field] = getattr(config, field)
     if config.precision == "bfloat16":
         kwargs["dtype"] = "mixed_bfloat16"
     if config.remat:

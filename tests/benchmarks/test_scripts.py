@@ -28,6 +28,18 @@ def test_bench_prints_keras_and_timm_rows_with_a_ratio(tmp_path):
     assert output.read_text().strip() == text.strip()
 
 
+def test_bench_compares_swin_t_with_timms_swin_tiny():
+    # 32 px: an 8 x 8 map in Swin-T's 7 x 7 windows (padded), then maps smaller than the window.
+    text = run("benchmarks/bench.py", "--variants=Swin_T", "--image_sizes=32", "--batch_sizes=2",
+               "--modes=infer", "--steps=1", "--vs=timm")
+    rows = [[cell.strip() for cell in line.split("|")] for line in text.splitlines()
+            if line.startswith("| keras") or line.startswith("| timm")]
+    assert [row[1:3] for row in rows] == [["keras", "Swin_T"], ["timm", "Swin_T"]] and "failed" not in text
+    assert float(rows[0][7]) > 0 and float(rows[1][7]) > 0  # images/s
+    assert rows[0][10] == rows[1][10]  # the same analytic GFLOP/img for both
+    assert float(rows[0][14]) > 0  # keras/timm ratio
+
+
 def test_repeats_give_the_median_run_and_the_median_paired_ratio():
     from benchmarks.bench import paired_ratio
     from benchmarks.reporting import median_run

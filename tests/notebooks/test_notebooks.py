@@ -16,7 +16,7 @@ from nbclient import NotebookClient
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # notebook -> how many figures (image/png outputs) it must draw
-NOTEBOOKS = {"train_on_tpu.ipynb": 1, "finetune_pretrained.ipynb": 1, "inspect_vit.ipynb": 6}
+NOTEBOOKS = {"train_on_tpu.ipynb": 1, "finetune_pretrained.ipynb": 1, "inspect_vit.ipynb": 8}
 
 
 def run_small(name, workdir, monkeypatch, backend="tensorflow", settings="", **environment):

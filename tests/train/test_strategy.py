@@ -68,6 +68,15 @@ def test_presets_hold_the_papers_settings():
     deit = get_config("deit")
     assert (deit.weight_decay, deit.label_smoothing, deit.mixup, deit.cutmix, deit.randaugment) == (0.05, 0.1, 0.8, 1.0, 9)
     assert get_config("convit").model == "ConViT_S"
+    # Swin App. A2.1: 300 epochs, 20 of them warmup (1251 steps an epoch at batch 1024).
+    swin = get_config("swin")
+    assert (swin.model, swin.image_size, swin.optimizer, swin.batch_size, swin.learning_rate) == (
+        "Swin_T", 224, "adamw", 1024, 1e-3)
+    assert (swin.epochs, swin.warmup_steps, swin.decay, swin.weight_decay, swin.clip_norm) == (
+        300, 20 * 1251, "cosine", 0.05, 5.0)
+    assert (swin.drop_path_rate, swin.randaugment, swin.mixup, swin.cutmix, swin.label_smoothing) == (
+        0.2, 9, 0.8, 1.0, 0.1)
+    assert swin.ema_decay is None
     with pytest.raises(ValueError, match=r"`config` must be one of \[.*'default'.*\]. Received: config='jft'"):
         get_config("jft")
 

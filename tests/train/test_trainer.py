@@ -34,3 +34,35 @@ def test_steps_per_execution_must_be_positive():
     with pytest.raises(ValueError, match=r"--steps_per_execution must be a positive integer.*Received: "
                                          r"steps_per_execution=0"):
         check_config(TrainConfig(steps_per_execution=0))
+
+
+TINY_SWIN = {"patch_size": 2, "embed_dim": 16, "depths": [2], "num_heads": [2], "window_size": 4}
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.3])
+def test_the_drop_path_flag_replaces_the_builders_default_zero_included(rate):
+    # Swin's builder defaults to drop path 0.1; --drop_path_rate=0 must turn it off.
+    config = TrainConfig(model="SwinTransformer", model_kwargs=TINY_SWIN, drop_path_rate=rate)
+    model, _ = build_model(config, num_classes=3, image_size=8, channels=1)
+    blocks = [layer for layer in model.layers if isinstance(layer, keras_vit.layers.SwinTransformerBlock)]
+    assert blocks and max(block.drop_path_rate for block in blocks) == pytest.approx(rate)
+
+
+def test_another_model_than_the_presets_starts_from_its_own_arguments():
+    from absl import flags
+
+    from train import main as cli
+
+    flags.FLAGS.unparse_flags()
+    try:
+        cli.parse_flags(["main.py", "--model=Swin_T"])
+        assert cli.config_from_flags().model_kwargs == {}  # not the default preset's ViT arguments
+        flags.FLAGS.unparse_flags()
+        cli.parse_flags(["main.py", "--model=SwinTransformer", '--model_kwargs={"embed_dim": 32}'])
+        assert cli.config_from_flags().model_kwargs == {"embed_dim": 32}
+        flags.FLAGS.unparse_flags()
+        cli.parse_flags(["main.py", '--model_kwargs={"patch_size": 4}'])
+        config = cli.config_from_flags()
+        assert config.model_kwargs["patch_size"] == 4 and "hidden_size" in config.model_kwargs  # merged
+    finally:
+        flags.FLAGS.unparse_flags()

@@ -11,7 +11,7 @@ def get_config(name="default"):
 
     Args:
         name: str. One of `PRESETS` (`default`, `vit_pretrain`, `vit_imagenet`,
-            `vit_finetune`, `deit`, `convit`).
+            `vit_finetune`, `deit`, `convit`, `swin`).
     """
     if name not in PRESETS:
         raise ValueError(f"`config` must be one of {sorted(PRESETS)}. Received: config={name!r}")

@@ -126,6 +126,22 @@ def check_pretrained(config):
         )
 
 
+def check_distillation(config):
+    """`--teacher`, `--teacher_weights` and `--distillation*` together, without loading the teacher."""
+    from train.distillation import DISTILLATION_TYPES, check_teacher_spec
+
+    check_choice(config, "distillation", DISTILLATION_TYPES)
+    check_number(config, "distillation_tau", 0, None, low_open=True)
+    check_number(config, "distillation_alpha", 0, 1, high_open=False)
+    if (config.teacher is None) != (config.distillation == "none"):
+        raise ValueError("--teacher and --distillation=hard|soft go together. "
+                         f"Received: teacher={config.teacher!r}, distillation={config.distillation!r}")
+    if config.teacher_weights is not None and config.teacher is None:
+        raise ValueError(f"--teacher_weights needs --teacher. Received: teacher_weights={config.teacher_weights!r}")
+    if config.teacher is not None:
+        check_teacher_spec(config.teacher, config.teacher_weights)
+
+
 def check_config(config):
     """Checks every setting of a run; raises a one-line `ValueError` naming the flag.
 
@@ -152,6 +168,7 @@ def check_config(config):
         check_number(config, field, 0, 1)
     for field in ("mixup", "cutmix"):
         check_number(config, field, 0, None)
+    check_distillation(config)
     if config.randaugment is not None:
         low, high = RANDAUGMENT_MAGNITUDES
         if not _is_int(config.randaugment) or not low <= config.randaugment <= high:

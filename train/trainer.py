@@ -152,6 +152,17 @@ def train(config, workdir, strategy=None, verbose="auto"):
 
     with scope():
         model, report = build_model(config, train_source.num_classes, image_size, train_source.channels)
+        student = model
+        if config.teacher is not None:
+            from train.distillation import Distiller, load_teacher
+
+            # Inside the strategy scope: the teacher's variables are placed like the student's.
+            teacher = load_teacher(config.teacher, config.teacher_weights, num_classes=train_source.num_classes,
+                                   image_size=image_size, channels=train_source.channels)
+            # Checkpoints hold the Distiller (student, optimizer, and the frozen teacher);
+            # evaluation and the exports are the student's alone.
+            model = Distiller(student, teacher, config.distillation, tau=config.distillation_tau,
+                              alpha=config.distillation_alpha)
         model.compile(
             optimizer=make_optimizer(config, total_steps),
             loss=keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=config.label_smoothing),
@@ -222,8 +233,8 @@ def train(config, workdir, strategy=None, verbose="auto"):
     with contextlib.ExitStack() as stack:
         folder = workdir if chief else stack.enter_context(tempfile.TemporaryDirectory(prefix="keras_vit-scratch-"))
         model_path, saved_model_path = os.path.join(folder, "model.keras"), os.path.join(folder, "saved_model")
-        save_keras_atomically(model, model_path)
-        export_saved_model(model, saved_model_path)
+        save_keras_atomically(student, model_path)
+        export_saved_model(student, saved_model_path)
     if not chief:
         return summary
     summary["model_path"], summary["saved_model_path"] = model_path, saved_model_path

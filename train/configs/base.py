@@ -45,5 +45,12 @@ class TrainConfig:
     jit_compile: bool = True
     remat: bool = False  # recompute each block in the backward pass: less memory, a larger batch fits
     pretrained: str = None
+    # DeiT distillation (train/distillation.py): a teacher (.keras file, SavedModel
+    # directory or variant name) and how its logits teach the student.
+    teacher: str = None
+    teacher_weights: str = None
+    distillation: str = "none"  # none | hard | soft
+    distillation_tau: float = 1.0  # DeiT's code's defaults: tau 1.0, alpha 0.5
+    distillation_alpha: float = 0.5
     checkpoint_every_steps: int = 0
     seed: int = 0

@@ -1,0 +1,61 @@
+"""Distillation from the command line: `--teacher` and `--distillation`, resumed exactly, exporting the student."""
+
+import json
+import shutil
+
+import keras
+import numpy as np
+
+import keras_vit  # noqa: F401  (registers the layers for loading)
+from tests.train.helpers import make_idx_dataset, run_main, tiny_flags
+
+
+def weights(path):
+    return keras.models.load_model(str(path)).get_weights()
+
+
+def test_hard_distillation_resumes_exactly_and_exports_the_student_alone(tmp_path):
+    data = make_idx_dataset(tmp_path / "data", train=128, test=32)
+    teacher = run_main(*tiny_flags(tmp_path / "teacher", data, "--steps=8"))
+    assert teacher.returncode == 0, teacher.stderr[-3000:]
+    flags = ("--steps=8", f"--teacher={tmp_path / 'teacher' / 'model.keras'}", "--distillation=hard",
+             "--mixup=0.8")
+    student = run_main(*tiny_flags(tmp_path / "student", data, *flags))
+    assert student.returncode == 0, student.stderr[-3000:]
+    assert json.loads((tmp_path / "student" / "summary.json").read_text())["step"] == 8
+
+    # The exports are the student: the same weights as a model of its architecture, no teacher inside.
+    exported = keras.models.load_model(str(tmp_path / "student" / "model.keras"))
+    plain = keras.models.load_model(str(tmp_path / "teacher" / "model.keras"))  # same tiny ViT architecture
+    assert [w.shape for w in exported.weights] == [w.shape for w in plain.weights]
+    assert exported.output_shape == plain.output_shape
+
+    # Resumed from its first checkpoint (step 4: 128 images in batches of 32), the
+    # run ends with the uninterrupted run's weights: the teacher's targets, the
+    # MixUp draws and the data order are all functions of the step.
+    resumed = tmp_path / "resumed"
+    shutil.copytree(tmp_path / "student", resumed)
+    for leftover in ("checkpoints/ckpt-8", "model.keras", "saved_model", "summary.json"):
+        path = resumed / leftover
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    (resumed / "checkpoints" / "latest").write_text("ckpt-4")
+    again = run_main(*tiny_flags(resumed, data, *flags))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Resumed from ckpt-4 (step 4)" in again.stdout
+    for a, b in zip(weights(resumed / "model.keras"), weights(tmp_path / "student" / "model.keras")):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_distillation_flags_are_checked_before_anything_runs(tmp_path):
+    data = make_idx_dataset(tmp_path / "data", train=64, test=16)
+    for flags, message in (
+        (("--distillation=hard",), "--teacher and --distillation=hard|soft go together"),
+        (("--teacher=ViT_Ti16",), "--teacher and --distillation=hard|soft go together"),
+        (("--teacher=/no/such/teacher.keras", "--distillation=soft"), "--teacher"),
+        (("--teacher=ViT_Ti16", "--distillation=fuzzy"), "--distillation must be one of"),
+        (("--teacher=ViT_Ti16", "--distillation=soft", "--distillation_tau=0"), "--distillation_tau must be"),
+    ):
+        result = run_main(*tiny_flags(tmp_path / "run", data, *flags), timeout=120)
+        assert result.returncode == 2, result.stderr[-2000:]
+        assert message in result.stderr and "Traceback" not in result.stderr
+        assert not (tmp_path / "run").exists()

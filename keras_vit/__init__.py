@@ -1,4 +1,4 @@
-"""keras_vit: Vision Transformers (ViT, hybrid ResNet+ViT, ConViT, Swin) for Keras 3."""
+"""keras_vit: Vision Transformers (ViT, hybrid ResNet+ViT, DeiT, ConViT, Swin) for Keras 3."""
 
 import os
 
@@ -12,7 +12,14 @@ os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
 from keras_vit import analysis, evaluation, layers, schedules, utils, weights
 from keras_vit.distribution import layout_map
-from keras_vit.models import VARIANTS, ConViT, SwinTransformer, VisionTransformer, build_variant
+from keras_vit.models import (
+    VARIANTS,
+    ConViT,
+    SwinTransformer,
+    VisionTransformer,
+    build_variant,
+    distillation_heads,
+)
 from keras_vit.models.variants import (
     ConViT_B,
     ConViT_B_plus,
@@ -20,6 +27,14 @@ from keras_vit.models.variants import (
     ConViT_S_plus,
     ConViT_Ti,
     ConViT_Ti_plus,
+    DeiT_B16,
+    DeiT_B16_384,
+    DeiT_B16_384_distilled,
+    DeiT_B16_distilled,
+    DeiT_S16,
+    DeiT_S16_distilled,
+    DeiT_Ti16,
+    DeiT_Ti16_distilled,
     R26_ViT_B32,
     R26_ViT_S32,
     R50_ViT_B16,

@@ -2,7 +2,9 @@
 
 Sizes are those of ViT Table 1 (Ti and S from DeiT), the hybrids of ViT Sec. 4.1
 and App. D (R+Ti/16, R26+S/32 and R26+B/32 as published with the AugReg
-checkpoints), and ConViT Table 1 (`D_emb = 48 N_h`; the "+" models 64 N_h), and Swin Sec. 3.3
+checkpoints), DeiT Table 1 (the ViT sizes Ti, S, B with ImageNet mean/std
+inputs, DeiT's initialization and, distilled, the distillation token), ConViT
+Table 1 (`D_emb = 48 N_h`; the "+" models 64 N_h), and Swin Sec. 3.3
 (T, S, B, L; B and L also at 384 px with 12 x 12 windows).
 
 The table lives here, apart from the builders (`keras_vit.models.variants`
@@ -30,6 +32,13 @@ def _convit(num_heads, head_dim):
                 num_gpsa_layers=10)
 
 
+def _deit(size, distillation=False, image_size=224):
+    # DeiT Table 1: ViT-Ti/S/B at patch 16, trained on ImageNet mean/std inputs
+    # with DeiT's initialization; the distilled models add the token (Sec. 5).
+    return dict(VIT_SIZES[size], patch_size=16, image_size=image_size, preprocessing="imagenet",
+                initialization="deit", distillation=distillation)
+
+
 def _swin(embed_dim, depths, num_heads, window_size=7, image_size=224):
     # Swin Sec. 3.3: C = 96, 96, 128, 192 and heads C / 32 in the first stage.
     return dict(image_size=image_size, embed_dim=embed_dim, depths=depths,
@@ -52,6 +61,14 @@ ARCHITECTURES = {
     "R26_ViT_B32": ("VisionTransformer", dict(VIT_SIZES["B"], patch_size=1, resnet_stages=(2, 2, 2, 2))),
     "R50_ViT_B16": ("VisionTransformer", dict(VIT_SIZES["B"], patch_size=1, resnet_stages=(3, 4, 9))),
     "R50_ViT_L32": ("VisionTransformer", dict(VIT_SIZES["L"], patch_size=1, resnet_stages=(3, 4, 6, 3))),
+    "DeiT_Ti16": ("VisionTransformer", _deit("Ti")),
+    "DeiT_S16": ("VisionTransformer", _deit("S")),
+    "DeiT_B16": ("VisionTransformer", _deit("B")),
+    "DeiT_B16_384": ("VisionTransformer", _deit("B", image_size=384)),
+    "DeiT_Ti16_distilled": ("VisionTransformer", _deit("Ti", distillation=True)),
+    "DeiT_S16_distilled": ("VisionTransformer", _deit("S", distillation=True)),
+    "DeiT_B16_distilled": ("VisionTransformer", _deit("B", distillation=True)),
+    "DeiT_B16_384_distilled": ("VisionTransformer", _deit("B", distillation=True, image_size=384)),
     "ConViT_Ti": ("ConViT", _convit(4, 48)),
     "ConViT_S": ("ConViT", _convit(9, 48)),
     "ConViT_B": ("ConViT", _convit(16, 48)),
@@ -73,10 +90,12 @@ ARCHITECTURES = {
 # `num_heads` is a tuple (one per stage) in Swin's; a field is compared only
 # where both sides have it, and `builder` always differs across families. Swin's
 # window is not among them either: the loader resamples the relative position bias
-# tables to another window (bicubic, as Swin's fine-tuning at 384 does).
+# tables to another window (bicubic, as Swin's fine-tuning at 384 does). DeiT's
+# `distillation` adds a token and a head, so a distilled checkpoint does not fit
+# a plain model (nor the other way round).
 ARCHITECTURE_KEYS = (
     "builder", "hidden_size", "num_layers", "num_heads", "mlp_dim", "patch_size",
-    "resnet_stages", "num_gpsa_layers", "num_channels",
+    "resnet_stages", "num_gpsa_layers", "num_channels", "distillation",
     "embed_dim", "depths", "mlp_ratio", "absolute_position_embedding",
 )
 
@@ -90,11 +109,13 @@ def architecture(builder, arguments):
             `resnet_stages` means a pure ViT.
 
     Returns:
-        Dict keyed by `ARCHITECTURE_KEYS` (those given, and `builder` and
-        `resnet_stages` always).
+        Dict keyed by `ARCHITECTURE_KEYS` (those given, and `builder`,
+        `resnet_stages` and `distillation` always; a missing `distillation`
+        means none).
     """
     fields = {key: arguments[key] for key in ARCHITECTURE_KEYS if key in arguments}
     fields["builder"] = builder
+    fields["distillation"] = bool(arguments.get("distillation", False))
     fields["resnet_stages"] = arguments.get("resnet_stages")
     if fields["resnet_stages"] is not None:
         fields["resnet_stages"] = tuple(fields["resnet_stages"])

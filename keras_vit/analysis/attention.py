@@ -99,9 +99,12 @@ def attention_maps(model, images):
     """
     x = ops.convert_to_tensor(images)
     maps = []
-    # keras_vit builders make single chains, so the layers in order are the graph.
-    for layer in model.layers[1:]:
-        if isinstance(layer, (TransformerBlock, SwinTransformerBlock)):
+    blocks = (TransformerBlock, SwinTransformerBlock)
+    last = max(i for i, layer in enumerate(model.layers) if isinstance(layer, blocks))
+    # keras_vit builders make single chains up to the last block, so the layers in
+    # order are the graph there; after it a distilled model branches into two heads.
+    for layer in model.layers[1 : last + 1]:
+        if isinstance(layer, blocks):
             x, probs = layer(x, return_attention_scores=True)
             probs = np.asarray(ops.convert_to_numpy(ops.cast(probs, "float32")))
             if isinstance(layer, SwinTransformerBlock):
@@ -167,12 +170,12 @@ def _window_nonlocality(probs, grid):
     return per_head.mean(-1).mean(0)
 
 
-def _with_class_token(matrix):
-    """Extends a patch-only (batch, N, N) matrix with a class token that attends to itself."""
+def _with_class_token(matrix, prefix=1):
+    """Extends a patch-only (batch, N, N) matrix with `prefix` tokens that attend to themselves."""
     batch, n, _ = matrix.shape
-    out = np.zeros((batch, n + 1, n + 1), matrix.dtype)
-    out[:, 0, 0] = 1.0
-    out[:, 1:, 1:] = matrix
+    out = np.zeros((batch, n + prefix, n + prefix), matrix.dtype)
+    out[:, np.arange(prefix), np.arange(prefix)] = 1.0
+    out[:, prefix:, prefix:] = matrix
     return out
 
 
@@ -195,16 +198,18 @@ def attention_rollout(maps, grid, class_token=True, residual_weight=0.5):
         Array `(batch, rows, cols)`, each map summing to 1 over the patches.
     """
     rollout = None
+    # Tokens before the patches: the class token, and DeiT's distillation token.
+    prefix = maps[-1].shape[-1] - grid[0] * grid[1] if class_token else 0
     for probs in maps:
         matrix = probs.mean(axis=1)
-        if class_token and matrix.shape[-1] == grid[0] * grid[1]:
-            matrix = _with_class_token(matrix)  # a ConViT block before the class token
+        if prefix and matrix.shape[-1] == grid[0] * grid[1]:
+            matrix = _with_class_token(matrix, prefix)  # a ConViT block before the tokens are inserted
         eye = np.eye(matrix.shape[-1], dtype=matrix.dtype)
         matrix = (1 - residual_weight) * matrix + residual_weight * eye
         matrix = matrix / matrix.sum(axis=-1, keepdims=True)
         rollout = matrix if rollout is None else matrix @ rollout
     if class_token:
-        relevance = rollout[:, 0, 1:]
+        relevance = rollout[:, 0, prefix:]
     else:
         relevance = rollout.mean(axis=1)
     relevance = relevance / relevance.sum(axis=-1, keepdims=True)

@@ -3,7 +3,13 @@
 from keras_vit.layers.attention import GPSA, MultiHeadSelfAttention
 from keras_vit.layers.bit import BottleneckUnit, ResNetStage, StandardizedConv2D
 from keras_vit.layers.image_check import ImageShapeCheck
-from keras_vit.layers.patching import ClassToken, PatchEncoder, Patches
+from keras_vit.layers.patching import (
+    ClassToken,
+    DistillationToken,
+    DistillationTokenPooling,
+    PatchEncoder,
+    Patches,
+)
 from keras_vit.layers.pooling import ClassTokenPooling
 from keras_vit.layers.position import AbsolutePositionEmbedding
 from keras_vit.layers.swin import (
@@ -19,6 +25,8 @@ __all__ = [
     "BottleneckUnit",
     "ClassToken",
     "ClassTokenPooling",
+    "DistillationToken",
+    "DistillationTokenPooling",
     "GPSA",
     "ImageShapeCheck",
     "MLPBlock",

@@ -1,4 +1,4 @@
-"""Patch extraction, patch embedding with position embeddings, and the class token.
+"""Patch extraction, patch embedding with position embeddings, the class and distillation tokens.
 
 Together these layers compute Eq. 1 of the ViT paper:
 
@@ -9,6 +9,10 @@ adds the patch rows of `E_pos`, and `ClassToken` prepends `x_class` together wit
 its own row of `E_pos`. Splitting `E_pos` this way computes exactly Eq. 1 with the
 same parameters, and keeps the patch grid (which is what gets interpolated when the
 resolution changes, ViT Sec. 3.2) apart from the class slot (which never is).
+
+DeiT (Touvron et al. 2021, Sec. 5 and Fig. 2) adds a distillation token after the
+class token, with a slot of `E_pos` of its own: `DistillationToken` inserts it,
+and `DistillationTokenPooling` reads its output for the second head.
 """
 
 import keras
@@ -252,3 +256,75 @@ class ClassToken(keras.layers.Layer):
             }
         )
         return config
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class DistillationToken(ClassToken):
+    """Inserts DeiT's learned distillation token right after the class token.
+
+    DeiT Sec. 5 (Fig. 2): the sequence becomes `[x_class; x_dist; patches]`; the
+    distillation token interacts with the others through attention, and its
+    output feeds a second head trained against the teacher. Like `ClassToken`,
+    its slot of `E_pos` is this layer's `position_embedding` (DeiT's
+    `pos_embed` has one row for each of the two tokens). ConViT inserts it with
+    its class token, after the last GPSA block, without a position embedding.
+
+    Args:
+        use_position_embedding: bool. Whether the token carries its own learned
+            position embedding. Defaults to `True`.
+        initializer: Initializer of the token. Defaults to a truncated normal
+            with standard deviation 0.02 (DeiT's).
+        position_initializer: Initializer of its slot of `E_pos`. Defaults to
+            a normal with standard deviation 0.02.
+        **kwargs: Base layer arguments.
+
+    Call arguments:
+        tokens: Tensor of shape `(batch, length, hidden_size)` whose first
+            token is the class token.
+
+    Returns:
+        Tensor of shape `(batch, length + 1, hidden_size)`.
+    """
+
+    def __init__(
+        self,
+        use_position_embedding=True,
+        initializer=None,
+        position_initializer=None,
+        **kwargs,
+    ):
+        super().__init__(
+            use_position_embedding=use_position_embedding,
+            initializer=initializer or keras.initializers.TruncatedNormal(stddev=0.02),
+            position_initializer=position_initializer,
+            **kwargs,
+        )
+
+    def call(self, tokens):
+        prepended = super().call(tokens[:, 1:])
+        return ops.concatenate([tokens[:, :1], prepended], axis=1)
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class DistillationTokenPooling(keras.layers.Layer):
+    """Returns the second token of a sequence, DeiT's distillation token.
+
+    Args:
+        **kwargs: Base layer arguments.
+
+    Call arguments:
+        tokens: Tensor `(batch, length, width)` laid out as `DistillationToken`
+            leaves it.
+
+    Returns:
+        Tensor `(batch, width)`.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+
+    def call(self, tokens):
+        return tokens[:, 1]
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[2])

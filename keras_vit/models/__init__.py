@@ -1,6 +1,7 @@
-"""Model builders: the general `VisionTransformer`, `ConViT` and `SwinTransformer`, and the named variants."""
+"""Model builders: the general `VisionTransformer`, `ConViT` and `SwinTransformer`, the named variants, DeiT's `distillation_heads`."""
 
 from keras_vit.models.convit import ConViT
+from keras_vit.models.deit import distillation_heads
 from keras_vit.models.swin import SwinTransformer
 
 from keras_vit.models.variants import VARIANTS, build_variant

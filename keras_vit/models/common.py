@@ -21,6 +21,47 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 PREPROCESSINGS = ("inception", "imagenet", None)
 
+INITIALIZATIONS = ("vit", "deit")
+# DeiT (and ConViT, which follows it) initializes every linear kernel, the
+# position embeddings and the tokens with a truncated normal of standard
+# deviation 0.02, and biases with zeros; the patch convolution keeps PyTorch's
+# default, as the DeiT code leaves it to `nn.Conv2d`.
+DEIT_INIT = {"class_name": "TruncatedNormal", "config": {"stddev": 0.02}}
+
+
+def initializers(initialization):
+    """The initializers of a ViT-like model under `initialization`.
+
+    `"vit"` is the reference ViT's (Flax defaults: LeCun-normal patch kernel,
+    Xavier-uniform block kernels, MLP biases of normal(1e-6), a zero class
+    token and a zero classifier, ViT App. B.1.1); `"deit"` is DeiT's (see
+    `DEIT_INIT`), classifier included.
+
+    Args:
+        initialization: str. One of `INITIALIZATIONS`.
+
+    Returns:
+        Dict with the keys `patch_kernel`, `position`, `class_token`, `kernel`,
+        `mlp_bias` and `head_kernel`; a None value means the layer's default.
+
+    Raises:
+        ValueError: for another value, naming the argument.
+    """
+    if initialization not in INITIALIZATIONS:
+        raise ValueError(
+            f"`initialization` must be one of {INITIALIZATIONS}. "
+            f"Received: initialization={initialization!r}"
+        )
+    if initialization == "vit":
+        return dict(patch_kernel="lecun_normal", position=None, class_token="zeros",
+                    kernel="glorot_uniform", mlp_bias=None, head_kernel="zeros")
+    return dict(
+        # PyTorch's default convolution initialization: kaiming_uniform(a=sqrt(5)).
+        patch_kernel=keras.initializers.VarianceScaling(1 / 3, "fan_in", "uniform"),
+        position=DEIT_INIT, class_token=DEIT_INIT, kernel=DEIT_INIT, mlp_bias="zeros",
+        head_kernel=DEIT_INIT,
+    )
+
 
 def check_common_args(
     image_size,
@@ -147,14 +188,22 @@ def preprocess(x, mode, num_channels, dtype):
 
 
 def classification_head(
-    features, num_classes, representation_size, classifier_activation, dtype, kernel_initializer="zeros"
+    features,
+    num_classes,
+    representation_size,
+    classifier_activation,
+    dtype,
+    kernel_initializer="zeros",
+    name="head",
 ):
     """Optional pre-logits (Dense + tanh) and the classifier.
 
     ViT App. B.1.1: the classifier is a zero-initialized `D x K` layer (Swin's
-    reference initializes it as its other kernels: `kernel_initializer`). Its
-    output is computed in float32 under mixed precision, for stable losses.
-    The arguments were checked by `check_model_args`.
+    and DeiT's references initialize it as their other kernels:
+    `kernel_initializer`). Its output is computed in float32 under mixed
+    precision, for stable losses. The arguments were checked by
+    `check_model_args`; `name` names the classifier (DeiT's second head is
+    `"head_dist"`).
     """
     if representation_size is not None:
         features = keras.layers.Dense(
@@ -170,7 +219,7 @@ def classification_head(
         activation=classifier_activation,
         kernel_initializer=kernel_initializer,
         dtype="float32" if policy.compute_dtype != policy.variable_dtype else policy,
-        name="head",
+        name=name,
     )(features)
 
 

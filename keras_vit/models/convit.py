@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_vit.layers.patching import ClassToken, PatchEncoder, Patches
+from keras_vit.layers.patching import ClassToken, DistillationToken, PatchEncoder, Patches
 from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.layers.validation import check_non_negative_float, check_remat_without_randomness
 from keras_vit.models.common import (
@@ -12,13 +12,11 @@ from keras_vit.models.common import (
     classification_head,
     finish_model,
     image_input,
+    initializers,
     pool,
     preprocess,
 )
-
-# DeiT/ConViT initialize every dense kernel, the position embeddings and the class
-# token with a truncated normal of standard deviation 0.02, and biases with zeros.
-_DEIT_INIT = {"class_name": "TruncatedNormal", "config": {"stddev": 0.02}}
+from keras_vit.models.deit import check_distillation_args, distilled_top
 
 
 def ConViT(
@@ -40,6 +38,8 @@ def ConViT(
     attention_dropout_rate=0.0,
     drop_path_rate=0.0,
     preprocessing="imagenet",
+    initialization="deit",
+    distillation=False,
     dtype=None,
     remat=False,
     weights=None,
@@ -70,6 +70,15 @@ def ConViT(
         classifier_activation, dropout_rate, attention_dropout_rate,
         drop_path_rate, dtype, remat, weights, name: as in `VisionTransformer`.
         preprocessing: Defaults to `"imagenet"` (mean/std, as DeiT and ConViT).
+        initialization: `"deit"` (the reference's: truncated normal 0.02 for
+            the linear kernels, the classifier, position embeddings and class
+            token; zero biases) or `"vit"` (see `VisionTransformer`). The
+            convolutional initialization of the GPSA position projections
+            applies under both. Defaults to `"deit"`.
+        distillation: bool. Add DeiT's distillation token, inserted with the
+            class token after the last GPSA block, and a second head on it,
+            as in `VisionTransformer` (ConViT SM B trains ConViTs so).
+            Defaults to `False`.
 
     Returns:
         A `keras.Model` taking `(batch, height, width, num_channels)` images.
@@ -101,6 +110,8 @@ def ConViT(
         )
     # 0 disables the convolutional initialization.
     check_non_negative_float(locality_strength, "locality_strength")
+    init = initializers(initialization)
+    check_distillation_args(distillation, pooling, representation_size)
     grid_size = (image_size[0] // patch_size[0], image_size[1] // patch_size[1])
 
     images, x = image_input(image_size, num_channels, dtype)
@@ -108,9 +119,8 @@ def ConViT(
     x = Patches(patch_size, dtype=dtype, name="patches")(x)
     x = PatchEncoder(
         hidden_size,
-        # PyTorch's default convolution initialization, which the reference keeps.
-        kernel_initializer=keras.initializers.VarianceScaling(1 / 3, "fan_in", "uniform"),
-        position_initializer=_DEIT_INIT,
+        kernel_initializer=init["patch_kernel"],
+        position_initializer=init["position"],
         dtype=dtype,
         name="patch_encoder",
     )(x)
@@ -119,10 +129,12 @@ def ConViT(
         if index == num_gpsa_layers and pooling == "token":
             x = ClassToken(
                 use_position_embedding=False,
-                initializer=_DEIT_INIT,
+                initializer=init["class_token"],
                 dtype=dtype,
                 name="class_token",
             )(x)
+            if distillation:
+                x = DistillationToken(use_position_embedding=False, dtype=dtype, name="distillation_token")(x)
         use_gpsa = index < num_gpsa_layers
         x = TransformerBlock(
             num_heads,
@@ -135,14 +147,19 @@ def ConViT(
             grid_size=grid_size if use_gpsa else None,
             locality_strength=locality_strength,
             use_local_init=locality_strength > 0,
-            kernel_initializer=_DEIT_INIT,
-            mlp_bias_initializer="zeros",
+            kernel_initializer=init["kernel"],
+            mlp_bias_initializer=init["mlp_bias"],
             dtype=dtype,
             remat=remat,
             name=f"encoderblock_{index}",
         )(x)
     x = keras.layers.LayerNormalization(epsilon=1e-6, dtype=dtype, name="encoder_norm")(x)
+    if distillation:
+        x = distilled_top(x, include_top, num_classes, classifier_activation, dtype, init["head_kernel"])
+        return finish_model(images, x, name, weights)
     x = pool(x, pooling, dtype)
     if include_top:
-        x = classification_head(x, num_classes, representation_size, classifier_activation, dtype)
+        x = classification_head(
+            x, num_classes, representation_size, classifier_activation, dtype, init["head_kernel"]
+        )
     return finish_model(images, x, name, weights)

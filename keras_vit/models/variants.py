@@ -21,6 +21,9 @@ TESTING_VARIANTS = {
     "hybrid": (VisionTransformer, dict(image_size=64, patch_size=1, hidden_size=32, num_layers=2,
                                        num_heads=2, mlp_dim=64, num_classes=10,
                                        resnet_stages=(1, 1))),
+    "deit": (VisionTransformer, dict(image_size=32, patch_size=8, hidden_size=32, num_layers=2,
+                                     num_heads=2, mlp_dim=64, num_classes=10, preprocessing="imagenet",
+                                     initialization="deit", distillation=True)),
     "convit": (ConViT, dict(image_size=32, patch_size=8, hidden_size=32, num_layers=3,
                             num_heads=4, mlp_dim=64, num_gpsa_layers=2, num_classes=10)),
 }
@@ -109,6 +112,14 @@ R26_ViT_S32 = _make_builder("R26_ViT_S32")
 R26_ViT_B32 = _make_builder("R26_ViT_B32")
 R50_ViT_B16 = _make_builder("R50_ViT_B16")
 R50_ViT_L32 = _make_builder("R50_ViT_L32")
+DeiT_Ti16 = _make_builder("DeiT_Ti16")
+DeiT_S16 = _make_builder("DeiT_S16")
+DeiT_B16 = _make_builder("DeiT_B16")
+DeiT_B16_384 = _make_builder("DeiT_B16_384")
+DeiT_Ti16_distilled = _make_builder("DeiT_Ti16_distilled")
+DeiT_S16_distilled = _make_builder("DeiT_S16_distilled")
+DeiT_B16_distilled = _make_builder("DeiT_B16_distilled")
+DeiT_B16_384_distilled = _make_builder("DeiT_B16_384_distilled")
 ConViT_Ti = _make_builder("ConViT_Ti")
 ConViT_S = _make_builder("ConViT_S")
 ConViT_B = _make_builder("ConViT_B")

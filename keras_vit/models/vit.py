@@ -4,7 +4,7 @@ import keras
 import numpy as np
 
 from keras_vit.layers.bit import ResNetStage, StandardizedConv2D
-from keras_vit.layers.patching import ClassToken, PatchEncoder, Patches
+from keras_vit.layers.patching import ClassToken, DistillationToken, PatchEncoder, Patches
 from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.layers.validation import check_positive_int, check_remat_without_randomness
 from keras_vit.models.common import (
@@ -14,9 +14,11 @@ from keras_vit.models.common import (
     classification_head,
     finish_model,
     image_input,
+    initializers,
     pool,
     preprocess,
 )
+from keras_vit.models.deit import check_distillation_args, distilled_top
 
 
 def resnet_feature_size(image_size, resnet_stages):
@@ -87,6 +89,8 @@ def VisionTransformer(
     resnet_stages=None,
     resnet_width=1,
     preprocessing="inception",
+    initialization="vit",
+    distillation=False,
     dtype=None,
     remat=False,
     weights=None,
@@ -128,6 +132,20 @@ def VisionTransformer(
         resnet_width: int. Width multiplier of the ResNet. Defaults to 1.
         preprocessing: `"inception"` ([0, 255] to [-1, 1]), `"imagenet"`
             (mean/std) or `None`. Defaults to `"inception"`.
+        initialization: `"vit"` (the reference ViT's: LeCun-normal patch
+            kernel, Xavier-uniform kernels, zero class token and classifier) or
+            `"deit"` (DeiT's: truncated normal 0.02 for the linear kernels,
+            classifiers, position embeddings and tokens, zero biases).
+            Defaults to `"vit"`.
+        distillation: bool. Add DeiT's distillation token after the class
+            token, with its own position-embedding slot, and a second head
+            `"head_dist"` on it (DeiT Sec. 5). The model then outputs the
+            average of the two heads' logits (DeiT's inference), with
+            `classifier_activation` applied to the average;
+            `keras_vit.distillation_heads(model)` gives both logits for
+            training. Needs `pooling="token"` and no `representation_size`.
+            Without the top, the output is the average of the two tokens'
+            features. Defaults to `False`.
         dtype: dtype policy name or `keras.DTypePolicy`, e.g. `"mixed_bfloat16"`.
             Defaults to the global policy.
         remat: bool. Recompute each transformer block in the backward pass
@@ -154,6 +172,8 @@ def VisionTransformer(
         num_classes, include_top, representation_size, classifier_activation, dtype, remat, weights, name
     )
     check_remat_without_randomness(remat, dropout_rate, attention_dropout_rate, drop_path_rate)
+    init = initializers(initialization)
+    check_distillation_args(distillation, pooling, representation_size)
     resnet_stages = check_resnet_args(resnet_stages, resnet_width)
     if resnet_stages is not None:
         feature_size = resnet_feature_size(image_size, resnet_stages)
@@ -166,9 +186,19 @@ def VisionTransformer(
     if resnet_stages is not None:
         x = bit_resnet(x, resnet_stages, resnet_width, dtype)
     x = Patches(patch_size, dtype=dtype, name="patches")(x)
-    x = PatchEncoder(hidden_size, dtype=dtype, name="patch_encoder")(x)
+    x = PatchEncoder(
+        hidden_size,
+        kernel_initializer=init["patch_kernel"],
+        position_initializer=init["position"],
+        dtype=dtype,
+        name="patch_encoder",
+    )(x)
     if pooling == "token":
-        x = ClassToken(dtype=dtype, name="class_token")(x)
+        x = ClassToken(
+            initializer=init["class_token"], position_initializer=init["position"], dtype=dtype, name="class_token"
+        )(x)
+    if distillation:
+        x = DistillationToken(position_initializer=init["position"], dtype=dtype, name="distillation_token")(x)
     x = keras.layers.Dropout(dropout_rate, dtype=dtype, name="embedding_dropout")(x)
     for index in range(num_layers):
         x = TransformerBlock(
@@ -177,12 +207,19 @@ def VisionTransformer(
             dropout_rate=dropout_rate,
             attention_dropout_rate=attention_dropout_rate,
             drop_path_rate=drop_path_rate * index / max(num_layers - 1, 1),
+            kernel_initializer=init["kernel"],
+            mlp_bias_initializer=init["mlp_bias"],
             dtype=dtype,
             remat=remat,
             name=f"encoderblock_{index}",
         )(x)
     x = keras.layers.LayerNormalization(epsilon=1e-6, dtype=dtype, name="encoder_norm")(x)
+    if distillation:
+        x = distilled_top(x, include_top, num_classes, classifier_activation, dtype, init["head_kernel"])
+        return finish_model(images, x, name, weights)
     x = pool(x, pooling, dtype)
     if include_top:
-        x = classification_head(x, num_classes, representation_size, classifier_activation, dtype)
+        x = classification_head(
+            x, num_classes, representation_size, classifier_activation, dtype, init["head_kernel"]
+        )
     return finish_model(images, x, name, weights)

@@ -1,4 +1,4 @@
-"""Pretrained weights: readers, converters, position-embedding and Swin bias-table resampling, loading."""
+"""Pretrained weights: readers, converters (official ViT, timm, transformers, Swin), resampling, loading."""
 
 from keras_vit.weights.loading import LoadReport, load_weights
 from keras_vit.weights.position_embedding import resample_position_embedding

@@ -183,10 +183,12 @@ def _torch_param(path, value):
 
 
 def convert_timm(arrays):
-    """timm-style ViT, hybrid (`vit_*_r*`) and ConViT state dicts.
+    """timm-style ViT, DeiT, hybrid (`vit_*_r*`) and ConViT state dicts.
 
     ConViT's `pos_embed` has no class slot (its class token joins after the GPSA
-    blocks); a ViT's has one when the dict has a `cls_token`.
+    blocks); a ViT's has one when the dict has a `cls_token`, and a distilled
+    DeiT's (`dist_token`, `head_dist`) a second one for the distillation token,
+    in the order `[class, distillation, patches]`.
     """
     if "fc_norm.weight" in arrays:
         raise ValueError(
@@ -194,17 +196,28 @@ def convert_timm(arrays):
             "normalize after pooling) have no keras_vit equivalent; keras_vit's "
             "'gap' pooling normalizes before pooling, as the reference ViT does."
         )
+    if any(re.fullmatch(r"blocks\.\d+\.ls[12]\.gamma", key) for key in arrays):
+        raise ValueError(
+            "timm checkpoints with LayerScale (`blocks.*.ls1.gamma`, `ls2.gamma`: DeiT III "
+            "`deit3_*` and similar) have no keras_vit equivalent; keras_vit's DeiT is the "
+            "original DeiT (`deit_*_patch16_*`)."
+        )
     is_convit = any(key.endswith("attn.gating_param") for key in arrays)
     weights, unused, position = {}, {}, None
     for key, value in arrays.items():
         path = None
         if key == "cls_token":
             weights["class_token/token"] = value.reshape(-1)
+        elif key == "dist_token":
+            weights["distillation_token/token"] = value.reshape(-1)
         elif key == "pos_embed":
             sequence = _sequence(key, value)
             if "cls_token" in arrays and not is_convit:
                 weights["class_token/position_embedding"] = sequence[0]
                 sequence = sequence[1:]
+                if "dist_token" in arrays:
+                    weights["distillation_token/position_embedding"] = sequence[0]
+                    sequence = sequence[1:]
             position = sequence
         elif key == "patch_embed.proj.weight":
             weights["patch_encoder/projection/kernel"] = _conv_kernel_to_dense(_torch_conv_to_keras(key, value))
@@ -233,8 +246,8 @@ def convert_timm(arrays):
                     break
         elif m := re.fullmatch(r"norm\.(weight|bias)", key):
             path = f"encoder_norm/{m[1]}"
-        elif m := re.fullmatch(r"head\.(weight|bias)", key):
-            path = f"head/{m[1]}"
+        elif m := re.fullmatch(r"(head|head_dist)\.(weight|bias)", key):
+            path = f"{m[1]}/{m[2]}"
         else:
             unused[key] = "no keras_vit weight has this name"
             continue

@@ -3,7 +3,6 @@
 import dataclasses
 import math
 import os
-import re
 
 import keras
 import numpy as np
@@ -11,7 +10,7 @@ from keras import ops
 
 from keras_vit.architectures import architecture
 from keras_vit.layers.bit import ResNetStage
-from keras_vit.layers.patching import PatchEncoder, Patches
+from keras_vit.layers.patching import DistillationToken, PatchEncoder, Patches
 from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.layers.validation import check_bool
 from keras_vit.weights.converters import CONVERTERS, SWIN_POSITION
@@ -29,11 +28,18 @@ from keras_vit.weights.swin import (
     swin_arguments,
     swin_layout,
 )
+from keras_vit.weights.transformers import (
+    TRANSFORMERS_VIT_LAYOUTS,
+    convert_transformers_vit,
+    transformers_vit_layout,
+)
 
 _POSITION = "patch_encoder/position_embedding"
-# Model weights a checkpoint may lack without an error: the classifier (feature
-# checkpoints, head surgery).
-_OPTIONAL_PREFIXES = ("head/", "pre_logits/")
+# Model weights a checkpoint may lack without an error: the classifiers (feature
+# checkpoints, head surgery) and DeiT's distillation token (a distilled student
+# may start from a checkpoint without one).
+_OPTIONAL_PREFIXES = ("head/", "pre_logits/", "head_dist/", "distillation_token/")
+_HEADS = ("head", "head_dist")
 
 
 # The two model families: their checkpoints share no weight names.
@@ -42,15 +48,14 @@ OFFICIAL_VIT, TIMM_VIT, KERAS_VIT = "official ViT", "timm ViT", "keras_vit"
 EXPECTED_FILES = {
     VIT_FAMILY: (
         "a ViT, hybrid or ConViT checkpoint: an official ViT or big_vision .npz, a timm "
-        "ViT/hybrid/ConViT state dict (.safetensors) or a keras_vit .keras file of one"
+        "ViT/DeiT/hybrid/ConViT or transformers ViT/DeiT state dict (.safetensors) or a "
+        "keras_vit .keras file of one"
     ),
     SWIN_FAMILY: (
         "a Swin checkpoint: a timm, Microsoft or transformers Swin state dict "
         "(.safetensors) or a keras_vit .keras file of a SwinTransformer"
     ),
 }
-# transformers' ViT (`ViTModel`, `ViTForImageClassification`) names, which no converter reads.
-_TRANSFORMERS_VIT = re.compile(r"(vit\.)?(embeddings\.patch_embeddings\.|encoder\.layer\.\d+\.)")
 
 
 @dataclasses.dataclass
@@ -79,11 +84,7 @@ class Conversion:
 
 
 def checkpoint_layout(fmt, arrays):
-    """The layout of a checkpoint's keys and its model family, as `(layout, family)`.
-
-    Raises:
-        ValueError: for a transformers ViT state dict, which keras_vit does not read.
-    """
+    """The layout of a checkpoint's keys and its model family, as `(layout, family)`."""
     if fmt == "keras":
         family = (
             SWIN_FAMILY if "patch_embed/proj/kernel" in arrays
@@ -94,11 +95,9 @@ def checkpoint_layout(fmt, arrays):
     layout = swin_layout(arrays)
     if layout is not None:
         return layout, SWIN_FAMILY
-    if any(_TRANSFORMERS_VIT.match(key) for key in arrays):
-        raise ValueError(
-            "this is a transformers (Hugging Face) ViT state dict, which keras_vit does not "
-            f"read; expected {EXPECTED_FILES[VIT_FAMILY]}, or {EXPECTED_FILES[SWIN_FAMILY]}."
-        )
+    layout = transformers_vit_layout(arrays)
+    if layout is not None:
+        return layout, VIT_FAMILY
     return (OFFICIAL_VIT if fmt == "npz" else TIMM_VIT), VIT_FAMILY
 
 
@@ -120,6 +119,8 @@ def convert_checkpoint(fmt, arrays):
     if layout in SWIN_LAYOUTS:
         weights, position, unused, origins = convert_swin(arrays, layout)
         return Conversion(layout, family, weights, position, unused, origins)
+    if layout in TRANSFORMERS_VIT_LAYOUTS:
+        return Conversion(layout, family, *convert_transformers_vit(arrays))
     weights, position, unused = CONVERTERS[fmt](arrays)
     return Conversion(layout, family, weights, position, unused)
 
@@ -138,8 +139,9 @@ class LoadReport:
         skipped: list of `(checkpoint key, reason)` not loaded.
         missing: list of `(model weight, reason)` left as initialized.
         layout: str. The layout of the keys, e.g. `"official ViT"`,
-            `"timm ViT"`, `"timm Swin"`, `"Microsoft Swin"`,
-            `"transformers Swin"` or `"keras_vit"`.
+            `"timm ViT"`, `"transformers ViT"`, `"transformers DeiT"`,
+            `"timm Swin"`, `"Microsoft Swin"`, `"transformers Swin"` or
+            `"keras_vit"`.
     """
 
     source: str
@@ -197,6 +199,7 @@ def model_architecture(model):
         "hidden_size": encoder.hidden_size,
         "num_layers": len(blocks),
         "num_gpsa_layers": num_gpsa_layers,
+        "distillation": any(isinstance(layer, DistillationToken) for layer in layers),
     }
     inputs = getattr(model, "inputs", None)
     if inputs:
@@ -284,10 +287,13 @@ def load_weights(model, checkpoint, strict=False, keep_pre_logits=False):
 
     Formats: official ViT / hybrid `.npz` (with i21k `pre_logits`), big_vision
     `.npz` (`params/` prefix, scanned blocks), timm-style `.safetensors` state
-    dicts (ViT, hybrid, ConViT), Swin state dicts in timm's, Microsoft's or
-    transformers' layout (see `keras_vit.weights.swin`) and keras_vit `.keras`
-    files. A checkpoint of one family (ViT, hybrid, ConViT; or Swin) is refused
-    for a model of the other.
+    dicts (ViT, DeiT with its distillation token, hybrid, ConViT), Hugging Face
+    `transformers` ViT and DeiT state dicts (`ViTModel`,
+    `ViTForImageClassification`, `DeiTForImageClassificationWithTeacher`, ...;
+    see `keras_vit.weights.transformers`), Swin state dicts in timm's,
+    Microsoft's or transformers' layout (see `keras_vit.weights.swin`) and
+    keras_vit `.keras` files. A checkpoint of one family (ViT, DeiT, hybrid,
+    ConViT; or Swin) is refused for a model of the other.
 
     - Position embeddings of another grid are resampled in 2D (ViT Sec. 3.2):
       bilinearly for a ViT, whose class slot is kept as it is; bicubically for
@@ -296,8 +302,12 @@ def load_weights(model, checkpoint, strict=False, keep_pre_logits=False):
       bicubically (`keras_vit.weights.swin.resample_bias_table`); another
       image size with the same window needs nothing.
     - A checkpoint head of another size is dropped and the model gets a
-      zero-initialized head (ViT App. B.1.1); `pre_logits` goes with it unless
-      `keep_pre_logits=True`.
+      zero-initialized head (ViT App. B.1.1), DeiT's distillation head with
+      it; `pre_logits` goes with it unless `keep_pre_logits=True`.
+    - DeiT's distillation token and head may be absent from the checkpoint
+      (a distilled model started from a plain ViT): they are reported as
+      missing and left as initialized; a distilled checkpoint's are skipped
+      by a model without them.
     - Nothing is assigned unless every check passes: on any error the model's
       weights are unchanged.
 
@@ -378,15 +388,17 @@ def load_weights(model, checkpoint, strict=False, keep_pre_logits=False):
             f"num_classes differs ({source_head.shape[-1]} in the checkpoint, {head.shape[-1]} "
             "in the model): fresh zero-initialized head (ViT App. B.1.1)"
         )
-        dropped = ["head/kernel", "head/bias"]
+        heads = [f"{head_name}/{part}" for head_name in _HEADS for part in ("kernel", "bias")]
+        dropped = list(heads)
         if not keep_pre_logits:
             dropped += ["pre_logits/kernel", "pre_logits/bias"]
         for name in dropped:
             if weights.pop(name, None) is not None:
                 report.skipped.append((name, reason if name.startswith("head") else "dropped with the head; keep_pre_logits=True keeps it"))
-        for name in ("head/kernel", "head/bias"):
-            values[name] = np.zeros(variables[name].shape, "float32")
-            report.missing.append((name, "zero-initialized new head"))
+        for name in heads:
+            if name in variables:
+                values[name] = np.zeros(variables[name].shape, "float32")
+                report.missing.append((name, "zero-initialized new head"))
 
     windows = bias_table_windows(model) if swin else {}
     for name, array in weights.items():
@@ -423,7 +435,9 @@ def load_weights(model, checkpoint, strict=False, keep_pre_logits=False):
     report.missing.extend((name, "not in the checkpoint; left as initialized") for name in absent)
     resampled = {name for name, *_ in report.resampled}
     report.loaded.extend(
-        (name, values[name].shape) for name in values if name not in resampled and not (replace_head and name.startswith("head/"))
+        (name, values[name].shape)
+        for name in values
+        if name not in resampled and not (replace_head and name.split("/")[0] in _HEADS)
     )
     if strict and not report.exact:
         problems = [n for n, *_ in report.resampled + report.skipped + report.missing]

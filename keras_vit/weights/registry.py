@@ -99,6 +99,15 @@ def _swin_release(variant, model, image_size=224, imagenet1k=True):
     return entries
 
 
+def _deit_release(variant, model, image_size=224):
+    """A DeiT size's ImageNet-1k checkpoints, plain and distilled: `{variant}/imagenet`, `{variant}_distilled/imagenet`."""
+    config = dict(num_classes=1000, image_size=image_size, preprocessing="imagenet")
+    return {
+        f"{variant}/imagenet": _timm_hub(f"{model}_patch16_{image_size}.fb_in1k", **config),
+        f"{variant}_distilled/imagenet": _timm_hub(f"{model}_distilled_patch16_{image_size}.fb_in1k", **config),
+    }
+
+
 KNOWN_CHECKPOINTS = {
     # Original release (ViT paper): ImageNet-21k pre-training, ImageNet-1k fine-tuning.
     "ViT_B16/imagenet21k+imagenet2012": KnownCheckpoint(f"{_VIT}/imagenet21k+imagenet2012/ViT-B_16.npz", config=_FT384),
@@ -136,6 +145,13 @@ KNOWN_CHECKPOINTS = {
     "R26_ViT_S32/augreg": _augreg(
         "R26_S_32-i21k-300ep-lr_0.001-aug_light0-wd_0.03-do_0.1-sd_0.1--imagenet2012-steps_20k-lr_0.03-res_224"
     ),
+    # DeiT (Touvron et al. 2021), ImageNet-1k, as published on the timm hub
+    # (`deit_*_patch16_*.fb_in1k`; the distilled ones with `dist_token` and
+    # `head_dist`). Trained on ImageNet mean/std inputs.
+    **_deit_release("DeiT_Ti16", "deit_tiny"),
+    **_deit_release("DeiT_S16", "deit_small"),
+    **_deit_release("DeiT_B16", "deit_base"),
+    **_deit_release("DeiT_B16_384", "deit_base", image_size=384),
     # ConViT (d'Ascoli et al. 2021), ImageNet-1k, as published on the timm hub.
     "ConViT_Ti/imagenet": _timm_hub("convit_tiny.fb_in1k", num_classes=1000, image_size=224),
     "ConViT_S/imagenet": _timm_hub("convit_small.fb_in1k", num_classes=1000, image_size=224),

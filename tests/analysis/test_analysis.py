@@ -169,3 +169,23 @@ def test_plots_return_figures(tmp_path):
         assert isinstance(figure, matplotlib.figure.Figure) and figure.axes
         figure.savefig(tmp_path / f"{index}.png")
         assert (tmp_path / f"{index}.png").stat().st_size > 1000
+
+
+def test_analysis_runs_on_distilled_models_with_two_prefix_tokens():
+    import keras_vit
+    from keras_vit import analysis
+
+    images = np.random.default_rng(0).uniform(0, 255, (2, 32, 32, 3)).astype("float32")
+    for model in (
+        keras_vit.VisionTransformer(image_size=32, patch_size=8, hidden_size=16, num_layers=2, num_heads=2,
+                                    mlp_dim=32, num_classes=3, distillation=True),
+        keras_vit.ConViT(image_size=32, patch_size=8, hidden_size=16, num_layers=2, num_heads=4, mlp_dim=32,
+                         num_gpsa_layers=1, num_classes=3, distillation=True),
+    ):
+        maps = analysis.attention_maps(model, images)
+        assert len(maps) == 2 and maps[-1].shape[-1] == 16 + 2  # class and distillation tokens
+        heat = analysis.attention_rollout(maps, analysis.grid_size(model))
+        assert heat.shape == (2, 4, 4)
+        np.testing.assert_allclose(heat.sum(axis=(1, 2)), 1.0, rtol=1e-5)
+        distance = analysis.mean_attention_distance(maps, analysis.grid_size(model), patch_pixels=8)
+        assert np.isfinite(distance).all()

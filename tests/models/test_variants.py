@@ -14,7 +14,9 @@ from keras_vit.models.variants import VARIANTS
 # `swin_{base,large}_patch4_window12_384`; its index buffers are not
 # parameters). timm has no ConViT "+" models; their counts are those of the
 # same layers at D = 64 N_h (ConViT Table 1), checked by hand count and against
-# Table 1 in `test_convit_counts_follow_table_1`.
+# Table 1 in `test_convit_counts_follow_table_1`. DeiT counts are timm 1.0.31's
+# `deit_{tiny,small,base}[_distilled]_patch16_{224,384}`; the plain ones equal
+# ViT_Ti16/S16/B16 (at 384 px, 24 x 24 - 14 x 14 more position embeddings).
 EXPECTED_PARAMETERS = {
     "ViT_Ti16": 5_717_416,
     "ViT_S16": 22_050_664,
@@ -29,6 +31,14 @@ EXPECTED_PARAMETERS = {
     "R26_ViT_B32": 101_383_976,
     "R50_ViT_B16": 98_659_112,
     "R50_ViT_L32": 328_994_856,
+    "DeiT_Ti16": 5_717_416,
+    "DeiT_S16": 22_050_664,
+    "DeiT_B16": 86_567_656,
+    "DeiT_B16_384": 86_859_496,
+    "DeiT_Ti16_distilled": 5_910_800,
+    "DeiT_S16_distilled": 22_436_432,
+    "DeiT_B16_distilled": 87_338_192,
+    "DeiT_B16_384_distilled": 87_630_032,
     "ConViT_Ti": 5_710_512,
     "ConViT_S": 27_777_322,
     "ConViT_B": 86_540_040,
@@ -91,6 +101,15 @@ def test_convit_counts_follow_table_1(name, num_heads, head_dim, table_millions)
     # ConViT Table 1 "Size" leaves out the 1000-class head (D x 1000 + 1000).
     head = num_heads * head_dim * 1000 + 1000
     assert round((EXPECTED_PARAMETERS[name] - head) / 1e6) == table_millions
+
+
+def test_deit_counts_are_the_vit_counts_plus_the_distillation_parts():
+    for size, width in (("Ti16", 192), ("S16", 384), ("B16", 768)):
+        plain = EXPECTED_PARAMETERS[f"ViT_{size}"]
+        assert EXPECTED_PARAMETERS[f"DeiT_{size}"] == plain
+        # The token, its position slot and a second 1000-class head.
+        assert EXPECTED_PARAMETERS[f"DeiT_{size}_distilled"] == plain + 2 * width + width * 1000 + 1000
+    assert EXPECTED_PARAMETERS["DeiT_B16_384"] == EXPECTED_PARAMETERS["ViT_B16"] + (24 * 24 - 14 * 14) * 768
 
 
 def test_unknown_variant_is_a_clear_error():

@@ -67,7 +67,7 @@ def test_presets_hold_the_papers_settings():
     assert (finetune.weight_decay, finetune.clip_norm, finetune.image_size) == (0.0, 1.0, 384)
     deit = get_config("deit")
     assert (deit.weight_decay, deit.label_smoothing, deit.mixup, deit.cutmix, deit.randaugment) == (0.05, 0.1, 0.8, 1.0, 9)
-    assert get_config("convit").model == "ConViT_S"
+    assert deit.model == "DeiT_S16" and get_config("convit").model == "ConViT_S"
     # Swin App. A2.1: 300 epochs, 20 of them warmup (1251 steps an epoch at batch 1024).
     swin = get_config("swin")
     assert (swin.model, swin.image_size, swin.optimizer, swin.batch_size, swin.learning_rate) == (

@@ -93,3 +93,73 @@ def test_a_known_name_loads_into_a_renamed_model(tmp_path, monkeypatch):
     assert model.name == "renamed"
     for a, b in zip(model.weights, source.weights):
         np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
+
+
+# ---- DeiT (timm hub names) --------------------------------------------------------
+
+DEIT_HUB = {
+    "DeiT_Ti16": "deit_tiny_patch16_224",
+    "DeiT_S16": "deit_small_patch16_224",
+    "DeiT_B16": "deit_base_patch16_224",
+    "DeiT_B16_384": "deit_base_patch16_384",
+    "DeiT_Ti16_distilled": "deit_tiny_distilled_patch16_224",
+    "DeiT_S16_distilled": "deit_small_distilled_patch16_224",
+    "DeiT_B16_distilled": "deit_base_distilled_patch16_224",
+    "DeiT_B16_384_distilled": "deit_base_distilled_patch16_384",
+}
+
+
+@pytest.mark.parametrize("variant", sorted(DEIT_HUB))
+def test_deit_names_resolve_to_the_timm_hub_files(variant):
+    from tests.reference import timm
+
+    key, known = registry.find_checkpoint("imagenet", variant)
+    assert key == f"{variant}/imagenet"
+    tag = f"{DEIT_HUB[variant]}.fb_in1k"
+    assert known.url == f"https://huggingface.co/timm/{tag}/resolve/main/model.safetensors"
+    # The name, resolution and normalization timm itself publishes for it.
+    cfg = timm.models.get_pretrained_cfg(tag)
+    assert cfg.hf_hub_id == f"timm/{tag}" and cfg.input_size == (3, known.config["image_size"], known.config["image_size"])
+    assert known.config["preprocessing"] == "imagenet" and tuple(cfg.mean) == (0.485, 0.456, 0.406)
+    assert registry.checkpoint_architecture(key)["distillation"] is variant.endswith("_distilled")
+
+
+@pytest.mark.parametrize(
+    "build,weights,message",
+    [
+        (lambda w: keras_vit.DeiT_B16(weights=w), "DeiT_B16_distilled/imagenet",
+         r"'DeiT_B16_distilled/imagenet' is one of DeiT_B16_distilled and does not fit DeiT_B16: "
+         r"distillation=True vs distillation=False .*Nothing was downloaded"),
+        (lambda w: keras_vit.DeiT_S16_distilled(weights=w), "DeiT_S16/imagenet",
+         r"does not fit DeiT_S16_distilled: distillation=False vs distillation=True"),
+        (lambda w: keras_vit.load_weights(tiny(distillation=True), w), "DeiT_Ti16/imagenet",
+         r"does not fit the model 'vision_transformer': hidden_size=192 vs hidden_size=32, .*distillation=False vs distillation=True"),
+    ],
+)
+def test_a_deit_name_of_another_architecture_is_refused_before_downloading(tmp_path, monkeypatch, build, weights, message):
+    monkeypatch.setattr(registry, "CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(ValueError, match=message):
+        build(weights)
+    assert not os.path.exists(tmp_path / "cache")
+
+
+def test_a_deit_name_loads_the_cached_timm_file(tmp_path, monkeypatch):
+    from tests.reference import timm, torch
+    from tests.weights.checkpoints import randomize_torch, save_state_dict
+
+    # The file timm's hub serves, generated here and placed where `fetch` keeps it.
+    reference = randomize_torch(timm.create_model("deit_tiny_distilled_patch16_224", pretrained=False), seed=1)
+    cache = tmp_path / "cache" / "models" / "keras_vit"
+    cache.mkdir(parents=True)
+    save_state_dict(cache / "deit_tiny_distilled_patch16_224.fb_in1k.safetensors", reference)
+    monkeypatch.setattr(registry, "CACHE_DIR", str(tmp_path / "cache"))
+    model = keras_vit.DeiT_Ti16_distilled(weights="imagenet")
+    assert model.output_shape == (None, 1000) and model.input_shape == (None, 224, 224, 3)
+    # The model's own preprocessing is timm's ImageNet mean/std normalization.
+    pixels = np.random.default_rng(0).uniform(0, 255, (1, 224, 224, 3)).astype("float32")
+    normalized = (pixels / 255 - np.array([0.485, 0.456, 0.406])) / np.array([0.229, 0.224, 0.225])
+    with torch.no_grad():
+        expected = reference(torch.from_numpy(normalized.transpose(0, 3, 1, 2).astype("float32").copy())).numpy()
+    # Twelve full-width blocks of random weights give logits of several units:
+    # the 1e-4 bar for O(1) logits, scaled to them.
+    np.testing.assert_allclose(to_numpy(model(pixels)), expected, atol=1e-4 * np.abs(expected).max(), rtol=0)

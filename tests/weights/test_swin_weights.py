@@ -360,12 +360,13 @@ def test_files_of_the_other_family_are_refused_by_name(tmp_path):
     _assert_fails_unchanged(vit, swin_keras, r"swin.keras holds a Swin checkpoint \(keras_vit layout\)")
 
 
-def test_transformers_vit_files_are_named_as_unsupported(tmp_path):
+def test_a_transformers_vit_file_into_a_swin_model_names_its_family(tmp_path):
     path = save_arrays(
         tmp_path / "hf_vit.safetensors",
         {"vit.embeddings.patch_embeddings.projection.weight": np.zeros((32, 3, 8, 8), "float32")},
     )
-    _assert_fails_unchanged(swin(), path, r"hf_vit.safetensors: this is a transformers \(Hugging Face\) ViT state dict")
+    _assert_fails_unchanged(swin(), path, r"hf_vit.safetensors holds a ViT checkpoint \(transformers ViT layout\) "
+                                          r"and cannot be loaded into the model 'swin_transformer'")
 
 
 def _timm_file(tmp_path, edit):

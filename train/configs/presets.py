@@ -87,8 +87,10 @@ PRESETS = {
     # DeiT recipe (Touvron et al. 2021), which ConViT keeps unchanged: AdamW, LR
     # 5e-4 x batch / 512, wd 0.05, 300 epochs with 5 warmup epochs and cosine decay,
     # label smoothing 0.1, RandAugment m9, MixUp 0.8, CutMix 1.0, stochastic depth 0.1.
+    # DeiT-S: ImageNet mean/std inputs and DeiT's initialisation. With a teacher:
+    # `--model=DeiT_S16_distilled --teacher=... --distillation=hard`.
     "deit": TrainConfig(
-        model="ViT_S16",
+        model="DeiT_S16",
         dataset="imagenet2012",
         eval_split="validation",
         image_size=224,

@@ -1,0 +1,140 @@
+"""Hugging Face `transformers` ViT and DeiT checkpoints.
+
+`ViTModel` / `ViTForImageClassification` (`"transformers ViT"`) and
+`DeiTModel` / `DeiTForImageClassification` /
+`DeiTForImageClassificationWithTeacher` (`"transformers DeiT"`) state dicts
+are renamed to timm's ViT/DeiT keys, then read by
+`keras_vit.weights.converters.convert_timm`, so the two layouts share one
+table of keras_vit names. Both namings transformers uses are read: the one its
+`save_pretrained` writes and the hub holds (`vit.encoder.layer.{i}.attention.attention.query`,
+`intermediate.dense`, ...) and that of its in-memory modules since 5.0
+(`vit.layers.{i}.attention.q_proj`, `mlp.fc1`, ...).
+
+- The separate query, key and value projections are fused into timm's `qkv`
+  (`[q; k; v]` along the output axis).
+- `position_embeddings` are laid out `[class, (distillation,) patches]`, as
+  timm's `pos_embed`.
+- `ViTModel`'s and `DeiTModel`'s `pooler` (Dense + tanh on the class token)
+  is the pre-logits layer of the ViT (Sec. 3.1), which is what transformers
+  converted Google's ImageNet-21k `pre_logits` into: it loads into a model
+  built with `representation_size` equal to the width.
+- `classifier` (and `cls_classifier`) is the head; `distillation_classifier`
+  the distillation head (`head_dist`).
+"""
+
+import re
+
+import numpy as np
+
+from keras_vit.weights.converters import _require_ndim, convert_timm
+
+TRANSFORMERS_VIT, TRANSFORMERS_DEIT = "transformers ViT", "transformers DeiT"
+TRANSFORMERS_VIT_LAYOUTS = (TRANSFORMERS_VIT, TRANSFORMERS_DEIT)
+
+_PREFIX = re.compile(r"^(vit|deit)\.")
+_MARKER = re.compile(
+    r"^(?:(?:vit|deit)\.)?"
+    r"(?:embeddings\.patch_embeddings\.projection\.|encoder\.layer\.\d+\.|layers\.\d+\.attention\.[qkvo]_proj\.)"
+)
+_TOP = {
+    "embeddings.cls_token": "cls_token",
+    "embeddings.distillation_token": "dist_token",
+    "embeddings.position_embeddings": "pos_embed",
+    "embeddings.patch_embeddings.projection.weight": "patch_embed.proj.weight",
+    "embeddings.patch_embeddings.projection.bias": "patch_embed.proj.bias",
+    "layernorm.weight": "norm.weight",
+    "layernorm.bias": "norm.bias",
+    "classifier.weight": "head.weight",
+    "classifier.bias": "head.bias",
+    "cls_classifier.weight": "head.weight",
+    "cls_classifier.bias": "head.bias",
+    "distillation_classifier.weight": "head_dist.weight",
+    "distillation_classifier.bias": "head_dist.bias",
+}
+# Block submodules of both namings -> timm's.
+_BLOCK = (
+    (r"layernorm_before\.(weight|bias)", "norm1.{0}"),
+    (r"layernorm_after\.(weight|bias)", "norm2.{0}"),
+    (r"attention\.(?:output\.dense|o_proj)\.(weight|bias)", "attn.proj.{0}"),
+    (r"(?:intermediate\.dense|mlp\.fc1)\.(weight|bias)", "mlp.fc1.{0}"),
+    (r"(?:output\.dense|mlp\.fc2)\.(weight|bias)", "mlp.fc2.{0}"),
+)
+_QKV = re.compile(r"attention\.(?:attention\.(query|key|value)|([qkv])_proj)\.(weight|bias)")
+
+
+def transformers_vit_layout(arrays):
+    """`"transformers DeiT"`, `"transformers ViT"` or None for a flat checkpoint dict."""
+    if not any(_MARKER.match(key) for key in arrays):
+        return None
+    deit = any(key.startswith("deit.") or key.endswith("distillation_token") for key in arrays)
+    return TRANSFORMERS_DEIT if deit else TRANSFORMERS_VIT
+
+
+def _fuse_qkv(block, kind, found):
+    """timm's fused `qkv` from a block's separate projections, checked."""
+    if len(found) != 3:
+        missing = [part for part in ("query", "key", "value") if part not in found]
+        raise ValueError(
+            f"block {block} has {sorted(key for key, _ in found.values())} but lacks its "
+            f"attention {missing} {kind}; expected the query, key and value projections of every block."
+        )
+    parts = [found[part] for part in ("query", "key", "value")]
+    for key, value in parts:
+        _require_ndim(key, value, (2,) if kind == "weight" else (1,),
+                      "an (out, in) Linear weight" if kind == "weight" else "a 1-D bias")
+    shapes = {key: tuple(value.shape) for key, value in parts}
+    if len(set(shapes.values())) != 1:
+        raise ValueError(
+            f"the attention query, key and value {kind}s of block {block} differ in shape; "
+            f"expected three equal shapes. Received: {shapes}"
+        )
+    return np.concatenate([value for _, value in parts], axis=0)
+
+
+def convert_transformers_vit(arrays):
+    """A transformers ViT or DeiT state dict into keras_vit weight paths.
+
+    Args:
+        arrays: dict. The file's arrays by key.
+
+    Returns:
+        Tuple `(weights, position, unused)` as `convert_timm` returns it.
+
+    Raises:
+        ValueError: naming the entry, for one of the wrong rank or a block
+            whose query, key and value projections are incomplete or differ.
+    """
+    timm_arrays, unused, parts, pooler = {}, {}, {}, {}
+    for key, value in arrays.items():
+        name = _PREFIX.sub("", key)
+        target = _TOP.get(name)
+        if name == "embeddings.mask_token":
+            unused[key] = "the masked-image-modeling token; keras_vit's ViT has none"
+            continue
+        if m := re.fullmatch(r"pooler\.dense\.(weight|bias)", name):
+            pooler[m[1]] = (key, value)
+            continue
+        if m := re.fullmatch(r"(?:encoder\.layer|layers)\.(\d+)\.(.+)", name):
+            if qkv := _QKV.fullmatch(m[2]):
+                part = {"q": "query", "k": "key", "v": "value"}.get(qkv[2], qkv[1])
+                parts.setdefault((m[1], qkv[3]), {})[part] = (key, value)
+                continue
+            for pattern, template in _BLOCK:
+                if sub := re.fullmatch(pattern, m[2]):
+                    target = f"blocks.{m[1]}.{template.format(*sub.groups())}"
+                    break
+        if target is None:
+            unused[key] = "no keras_vit weight has this name"
+        else:
+            timm_arrays[target] = value
+    for (block, kind), found in parts.items():
+        timm_arrays[f"blocks.{block}.attn.qkv.{kind}"] = _fuse_qkv(block, kind, found)
+    weights, position, timm_unused = convert_timm(timm_arrays)
+    unused.update(timm_unused)
+    if "weight" in pooler:
+        key, value = pooler["weight"]
+        _require_ndim(key, value, (2,), "an (out, in) Linear weight")
+        weights["pre_logits/kernel"] = value.T
+    if "bias" in pooler:
+        weights["pre_logits/bias"] = pooler["bias"][1]
+    return weights, position, unused

@@ -59,3 +59,24 @@ def test_distillation_flags_are_checked_before_anything_runs(tmp_path):
         assert result.returncode == 2, result.stderr[-2000:]
         assert message in result.stderr and "Traceback" not in result.stderr
         assert not (tmp_path / "run").exists()
+
+
+def test_a_student_with_a_distillation_token_learns_on_both_heads(tmp_path):
+    data = make_idx_dataset(tmp_path / "data", train=64, test=32)
+    teacher = run_main(*tiny_flags(tmp_path / "teacher", data, "--steps=2"))
+    assert teacher.returncode == 0, teacher.stderr[-3000:]
+    tiny = json.loads(tiny_flags(tmp_path, data)[5].split("=", 1)[1])
+    student = run_main(*tiny_flags(tmp_path / "student", data, "--steps=4", "--distillation=soft",
+                                   f"--teacher={tmp_path / 'teacher' / 'model.keras'}",
+                                   f"--model_kwargs={json.dumps({**tiny, 'distillation': True})}"))
+    assert student.returncode == 0, student.stderr[-3000:]
+    model = keras.models.load_model(str(tmp_path / "student" / "model.keras"))
+    heads = keras_vit.distillation_heads(model)
+    images = np.random.default_rng(0).uniform(0, 255, (3, 16, 16, 1)).astype("float32")
+    head, head_dist = (keras.ops.convert_to_numpy(x) for x in heads(images))
+    # Both heads start at zero (ViT's head initialisation) and learn from different
+    # targets, the labels and the teacher's distribution, so they differ; the exported
+    # output is their average. (Four small steps: the logits are small, so compare relatively.)
+    assert np.abs(head).max() > 0 and np.abs(head_dist).max() > 0
+    assert not np.allclose(head, head_dist, rtol=0.1, atol=0)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model(images)), (head + head_dist) / 2, atol=1e-5)

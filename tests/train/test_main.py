@@ -28,6 +28,27 @@ def idx_dir(tmp_path_factory):
     return make_idx_dataset(tmp_path_factory.mktemp("fashion"), train=256, test=64)
 
 
+def load_checkpoint_into(model, folder):
+    """Loads a checkpoint's raw model weights into `model`; returns its optimizer's `(path, value)` pairs.
+
+    Either format: Keras' weights file and the optimizer's arrays (TensorFlow
+    backend), or Orbax's state folder (JAX), whose entries follow the order of
+    `model.weights` and of the optimizer's variables.
+    """
+    manifest = json.loads((folder / "manifest.json").read_text())
+    if manifest.get("format") == "orbax":
+        import orbax.checkpoint as ocp
+
+        state = ocp.StandardCheckpointer().restore(str(folder / "state"))
+        model.set_weights([np.asarray(state["model"][key]) for key in sorted(state["model"])])
+        model.optimizer.build(model.trainable_variables)
+        names = [variable.path for variable in model.optimizer.variables]
+        return [(name, np.asarray(state["optimizer"][key])) for name, key in zip(names, sorted(state["optimizer"]))]
+    model.load_weights(str(folder / "model.weights.h5"))
+    with np.load(folder / "optimizer.npz") as state:
+        return [(key, state[key]) for key in sorted(state.files)]
+
+
 def test_default_path_trains_evaluates_and_exports(tmp_path, idx_dir):
     import tensorflow as tf
 
@@ -55,12 +76,11 @@ def test_default_path_trains_evaluates_and_exports(tmp_path, idx_dir):
     # EMA: the exported weights are the averages kept by the optimizer, not the raw ones.
     last = sorted(os.listdir(workdir / "checkpoints"), key=lambda d: -1 if d == "latest" else int(d.split("-")[1]))[-1]
     raw = keras.models.load_model(str(workdir / "model.keras"))
-    raw.load_weights(str(workdir / "checkpoints" / last / "model.weights.h5"))
+    optimizer_state = load_checkpoint_into(raw, workdir / "checkpoints" / last)
     exported = [keras.ops.convert_to_numpy(w) for w in model.trainable_weights]
     raw_weights = [keras.ops.convert_to_numpy(w) for w in raw.trainable_weights]
     assert max(np.abs(a - b).max() for a, b in zip(exported, raw_weights)) > 1e-4
-    with np.load(workdir / "checkpoints" / last / "optimizer.npz") as state:
-        ema = [state[key] for key in sorted(state.files) if "average" in key]
+    ema = [value for name, value in optimizer_state if "average" in name]
     assert len(ema) == len(exported)
     for a, b in zip(exported, ema):
         np.testing.assert_allclose(a, b, atol=1e-6)

@@ -13,6 +13,7 @@ from keras_vit.schedules import DECAYS
 from keras_vit.weights.registry import known_checkpoint
 from train import data as data_lib
 from train import pipeline
+from train.analysis_logging import parse_analyses
 from train.modeling import GENERAL_BUILDERS, PRECISIONS, TRAINER_ARGUMENTS, builder_arguments
 from train.optimization import OPTIMIZERS
 
@@ -169,6 +170,8 @@ def check_config(config):
     for field in ("mixup", "cutmix"):
         check_number(config, field, 0, None)
     check_distillation(config)
+    check_positive_int(config, "analysis_images")
+    parse_analyses(config.log_analysis)
     if config.randaugment is not None:
         low, high = RANDAUGMENT_MAGNITUDES
         if not _is_int(config.randaugment) or not low <= config.randaugment <= high:

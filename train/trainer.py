@@ -14,6 +14,7 @@ from keras_vit.utils import write_text_atomically
 from train import data as data_lib
 from train import files
 from train import pipeline
+from train.analysis_logging import AnalysisLogger, parse_analyses
 from train.checkpoints import CheckpointManager, PreemptionCheckpoint
 from train.checks import check_config
 from train.export import export_saved_model, save_keras_atomically
@@ -89,6 +90,13 @@ def _train_dataset(strategy, config, source, image_size, steps_per_epoch, total_
     if strategy.num_replicas_in_sync == 1 and not uses_tpu(strategy):
         return make()
     return strategy.distribute_datasets_from_function(make)
+
+
+def _first_images(source, image_size, count):
+    """The first `count` evaluation images, as the model takes them (numpy)."""
+    dataset = pipeline.make_eval_dataset(source, image_size, count, drop_remainder=False)
+    images, _ = next(iter(dataset))
+    return images.numpy()
 
 
 def checkpoint_manager(directory, chief):
@@ -185,6 +193,13 @@ def train(config, workdir, strategy=None, verbose="auto"):
         callbacks = [checkpointing, throughput]
         if chief:
             callbacks.append(keras.callbacks.TensorBoard(os.path.join(workdir, "logs")))
+        analyses = parse_analyses(config.log_analysis)
+        if analyses and chief:
+            callbacks.append(AnalysisLogger(
+                student, analyses, _first_images(eval_source, image_size, config.analysis_images),
+                logdir=os.path.join(workdir, "logs", "analysis"),
+                history_path=os.path.join(workdir, "analysis.json"),
+            ))
         start = time.perf_counter()
         history = {}
         if start_step < total_steps:

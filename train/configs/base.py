@@ -53,4 +53,9 @@ class TrainConfig:
     distillation_tau: float = 1.0  # DeiT's code's defaults: tau 1.0, alpha 0.5
     distillation_alpha: float = 0.5
     checkpoint_every_steps: int = 0
+    # The papers' analysis logged as the model trains (train/analysis_logging.py):
+    # comma-separated gates, nonlocality, distance, position_similarity, or all;
+    # computed on the first `analysis_images` evaluation images.
+    log_analysis: str = None
+    analysis_images: int = 256
     seed: int = 0

@@ -19,7 +19,8 @@ CONFIG_FILE = "config.json"
 RESULTS = ("checkpoints", "model.keras", "saved_model", "summary.json")
 # Settings that change how a run is executed or logged but not what it computes:
 # a resumed run may change them.
-RESUMABLE_FIELDS = ("checkpoint_every_steps", "eval_batch_size", "steps_per_execution", "jit_compile", "data_dir")
+RESUMABLE_FIELDS = ("checkpoint_every_steps", "eval_batch_size", "steps_per_execution", "jit_compile", "data_dir",
+                    "log_analysis", "analysis_images")
 # Temporary names of the atomic writes in the workdir (`train.export`, `write_text_atomically`).
 LEFTOVER_NAME = re.compile(r"^(\.tmp-\d+-.+|.+\.tmp-\d+|.+\.old-\d+)$")
 

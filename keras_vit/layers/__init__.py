@@ -10,8 +10,9 @@ from keras_vit.layers.patching import (
     PatchEncoder,
     Patches,
 )
-from keras_vit.layers.pooling import ClassTokenPooling
+from keras_vit.layers.pooling import ClassTokenPooling, SeparableMaxPooling2D
 from keras_vit.layers.position import AbsolutePositionEmbedding
+from keras_vit.layers.pyramid import PatchTokenMap, SimpleFeaturePyramidLevel
 from keras_vit.layers.swin import (
     PatchMerging,
     SwinPatchEmbedding,
@@ -33,8 +34,11 @@ __all__ = [
     "MultiHeadSelfAttention",
     "PatchEncoder",
     "PatchMerging",
+    "PatchTokenMap",
     "Patches",
     "ResNetStage",
+    "SeparableMaxPooling2D",
+    "SimpleFeaturePyramidLevel",
     "StandardizedConv2D",
     "StochasticDepth",
     "SwinPatchEmbedding",

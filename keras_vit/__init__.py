@@ -12,6 +12,7 @@ os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
 from keras_vit import analysis, evaluation, layers, schedules, utils, weights
 from keras_vit.distribution import layout_map
+from keras_vit.feature_extraction import features, simple_feature_pyramid
 from keras_vit.models import (
     VARIANTS,
     ConViT,
@@ -55,5 +56,6 @@ from keras_vit.models.variants import (
     ViT_S16,
     ViT_Ti16,
 )
+from keras_vit.layers.position import INTERPOLATIONS as POSITION_INTERPOLATIONS
 from keras_vit.version import __version__
 from keras_vit.weights import load_weights, resample_position_embedding

@@ -221,6 +221,24 @@ def relative_offsets(grid_size):
     return np.stack([dx, dy, dx**2 + dy**2], axis=-1).astype("float32")
 
 
+def symbolic_relative_offsets(rows, cols):
+    """`relative_offsets` with `keras.ops`, for a grid known only in the graph.
+
+    Args:
+        rows: int or scalar tensor (a JAX symbolic dimension in an export).
+        cols: int or scalar tensor.
+
+    Returns:
+        float32 tensor of shape `(N, N, 3)` with `N = rows * cols`.
+    """
+    index = ops.arange(rows * cols, dtype="int32")
+    y = ops.cast(index // cols, "float32")
+    x = ops.cast(index % cols, "float32")
+    dx = x[None, :] - x[:, None]
+    dy = y[None, :] - y[:, None]
+    return ops.stack([dx, dy, dx * dx + dy * dy], axis=-1)
+
+
 def local_init_kernel(num_heads, locality_strength):
     """Positional projection `v_pos` of the convolutional initialization (ConViT Eq. 5).
 
@@ -266,13 +284,20 @@ class GPSA(_AttentionBase):
     computed once in `build()` for the patch grid (non-square grids included);
     `v_pos^h` and the gates `lambda_h` are learned, the gates initialized to 1.
 
+    Tokens given as a grid `(batch, rows, cols, width)` carry their grid with
+    them: `r_ij` is then computed for that grid, whatever its size (a model of
+    dynamic image size), as constants when the size is static and with
+    `keras.ops` when it is known only in the graph. `v_pos` acts on the
+    offsets alone, so the same weights serve every grid.
+
     With `use_local_init`, the layer starts as a convolution (ConViT Sec. 3):
     `W_val` is the identity and `v_pos` centres each head on one position of a
     `sqrt(N_h) x sqrt(N_h)` kernel with sharpness `locality_strength`.
 
     Args:
         num_heads: int. Number of heads; a perfect square with `use_local_init`.
-        grid_size: int or tuple of 2 ints. Rows and columns of the patch grid.
+        grid_size: int or tuple of 2 ints. Rows and columns of the patch grid
+            of sequence inputs (a grid input brings its own).
         locality_strength: float. `alpha` of the convolutional initialization.
             Defaults to 1.
         use_local_init: bool. Whether to use the convolutional initialization.
@@ -285,10 +310,14 @@ class GPSA(_AttentionBase):
         **kwargs: Base layer arguments.
 
     Call arguments:
-        tokens: Tensor of shape `(batch, rows * cols, width)`; patch tokens only.
+        tokens: Tensor of shape `(batch, rows * cols, width)` or
+            `(batch, rows, cols, width)`; patch tokens only.
         training: bool. Whether dropout is active.
         return_attention_scores: bool. Also return `normalize[A]`, shape
             `(batch, heads, length, length)`.
+
+    Returns:
+        Tensor of the shape of `tokens`.
     """
 
     def __init__(
@@ -315,7 +344,7 @@ class GPSA(_AttentionBase):
         hidden_size = self._check_width(input_shape)
         self.head_dim = hidden_size // self.num_heads
         num_tokens = self.grid_size[0] * self.grid_size[1]
-        if input_shape[1] is not None and input_shape[1] != num_tokens:
+        if len(input_shape) == 3 and input_shape[1] is not None and input_shape[1] != num_tokens:
             raise ValueError(
                 f"GPSA was given a {self.grid_size} grid ({num_tokens} tokens) "
                 f"but the input has {input_shape[1]} tokens. "
@@ -347,15 +376,32 @@ class GPSA(_AttentionBase):
                 local_init_kernel(self.num_heads, self.locality_strength)
             )
 
+    def _offsets(self, tokens):
+        """`r_ij` for the grid of `tokens`: the built one for a sequence."""
+        if len(tokens.shape) == 3:
+            offsets = self.relative_offsets
+        else:
+            shape = ops.shape(tokens)
+            rows, cols = shape[1], shape[2]
+            if not (isinstance(rows, int) and isinstance(cols, int)):
+                offsets = symbolic_relative_offsets(rows, cols)
+            elif (rows, cols) == self.grid_size:
+                offsets = self.relative_offsets
+            else:
+                offsets = relative_offsets((rows, cols))
+        return ops.cast(ops.convert_to_tensor(offsets), self.compute_dtype)
+
     def compute_attention(self, tokens):
         """The normalized gated attention of Eq. 6-7, in float32.
 
         Args:
-            tokens: Tensor `(batch, length, width)`.
+            tokens: Tensor `(batch, length, width)` or `(batch, rows, cols, width)`.
 
         Returns:
             Tensor `(batch, heads, length, length)`.
         """
+        offsets = self._offsets(tokens)
+        tokens = self._as_sequence(tokens)
         qk = _split_heads(dense_on_tokens(self.qk, tokens), 2 * self.num_heads, self.head_dim)
         query, key = qk[:, : self.num_heads], qk[:, self.num_heads :]
         logits = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))
@@ -363,17 +409,26 @@ class GPSA(_AttentionBase):
         content = ops.softmax(logits, axis=-1)
         # r_ij is batch-independent, so the positional scores are computed once
         # per call and broadcast over the batch.
-        offsets = ops.convert_to_tensor(self.relative_offsets, dtype=self.compute_dtype)
         position = ops.cast(self.pos_proj(offsets), "float32")
         position = ops.softmax(ops.transpose(position, (2, 0, 1)), axis=-1)
         gate = ops.reshape(ops.sigmoid(ops.cast(self.gating, "float32")), (-1, 1, 1))
         attention = (1.0 - gate) * content + gate * position[None]
         return attention / ops.sum(attention, axis=-1, keepdims=True)
 
+    def _as_sequence(self, tokens):
+        if len(tokens.shape) == 3:
+            return tokens
+        shape = ops.shape(tokens)
+        return ops.reshape(tokens, (shape[0], shape[1] * shape[2], tokens.shape[-1]))
+
     def call(self, tokens, training=None, return_attention_scores=False):
         probs = self.compute_attention(tokens)
-        values = _split_heads(dense_on_tokens(self.v, tokens), self.num_heads, self.head_dim)
+        sequence = self._as_sequence(tokens)
+        values = _split_heads(dense_on_tokens(self.v, sequence), self.num_heads, self.head_dim)
         x = dense_on_tokens(self.out, _merge_heads(self._attend(probs, values, training)))
+        if len(tokens.shape) == 4:
+            shape = ops.shape(tokens)
+            x = ops.reshape(x, (shape[0], shape[1], shape[2], x.shape[-1]))
         return (x, probs) if return_attention_scores else x
 
     def get_config(self):

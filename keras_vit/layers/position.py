@@ -1,12 +1,219 @@
-"""Learned absolute position embeddings added to a 2-D feature map.
+"""Learned absolute position embeddings: resampling them to another grid, and Swin's `ape`.
 
 ViT's position embedding is part of `PatchEncoder` (it adds the embeddings to a
-token sequence, with the class-token slot); the layer here adds them to a
-channels-last map, for models that keep the spatial layout (Swin's `ape`).
+token sequence, with the class-token slot); `AbsolutePositionEmbedding` adds
+them to a channels-last map, for models that keep the spatial layout (Swin's
+`ape`).
+
+Resampling a `(rows, cols, D)` grid to another patch grid (ViT Sec. 3.2) is
+separable: `out = R grid C^T` with one `(new, old)` interpolation matrix per
+axis. The matrices reproduce the interpolations the checkpoints' own code uses
+(see `INTERPOLATIONS`); they are built in numpy (float64) when the new grid is
+known in Python, and with `keras.ops` from a symbolic size otherwise (a
+SavedModel signature of unknown height and width, a JAX shape-polymorphic
+export), with the same formulas written once for both.
 """
 
+
 import keras
+import numpy as np
 from keras import ops
+
+# `"bilinear"` and `"bicubic"`: `torch.nn.functional.interpolate(mode=...,
+# align_corners=False)` with or without `antialias` (timm, DeiT, Swin,
+# transformers). `"bilinear_scipy"`: `scipy.ndimage.zoom(grid, zoom, order=1)`,
+# the interpolation of the ViT authors' code (google-research/vision_transformer,
+# big_vision), which aligns the corner cells; it has no antialiased form.
+INTERPOLATIONS = ("bilinear", "bicubic", "bilinear_scipy")
+
+
+def check_interpolation(interpolation, antialias, names=("interpolation", "antialias")):
+    """Raises a ValueError naming the argument unless the pair is a known mode.
+
+    Args:
+        interpolation: str. One of `INTERPOLATIONS`.
+        antialias: bool. Only with `"bilinear"` or `"bicubic"`.
+        names: the two argument names the message uses.
+    """
+    if interpolation not in INTERPOLATIONS:
+        raise ValueError(
+            f"`{names[0]}` must be one of {INTERPOLATIONS}. "
+            f"Received: {names[0]}={interpolation!r}"
+        )
+    if not isinstance(antialias, bool):
+        raise ValueError(f"`{names[1]}` must be a bool. Received: {names[1]}={antialias!r}")
+    if antialias and interpolation == "bilinear_scipy":
+        raise ValueError(
+            f"`{names[1]}=True` needs {names[0]}='bilinear' or 'bicubic' "
+            "(scipy.ndimage.zoom has no antialiased form). "
+            f"Received: {names[0]}={interpolation!r}, {names[1]}={antialias!r}"
+        )
+
+
+class _NumpyMath:
+    """The array functions `_matrix` needs, in numpy float64 (static sizes)."""
+
+    abs, clip, equal, floor = np.abs, np.clip, np.equal, np.floor
+    maximum, minimum, where, sum = np.maximum, np.minimum, np.where, np.sum
+
+    @staticmethod
+    def arange(n):
+        return np.arange(n, dtype="float64")
+
+    @staticmethod
+    def to_float(x):
+        return np.asarray(x, dtype="float64")
+
+
+class _OpsMath:
+    """The same functions in `keras.ops` float32, for sizes known only in the graph."""
+
+    abs, clip, equal, floor = ops.abs, ops.clip, ops.equal, ops.floor
+    maximum, minimum, where, sum = ops.maximum, ops.minimum, ops.where, ops.sum
+
+    @staticmethod
+    def arange(n):
+        return ops.cast(ops.arange(n, dtype="int32"), "float32")
+
+    @staticmethod
+    def to_float(x):
+        return ops.cast(x, "float32")
+
+
+def _cubic(xp, distance, a):
+    """Keys' cubic convolution kernel (Keys 1981); PyTorch uses a = -0.75, and
+    a = -0.5 (PIL's) in its antialiased mode."""
+    d = xp.abs(distance)
+    near = ((a + 2) * d - (a + 3)) * d * d + 1
+    far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+    return xp.where(d <= 1, near, xp.where(d < 2, far, 0.0 * d))
+
+
+def _one_hot(xp, index, in_positions):
+    return xp.to_float(xp.equal(index[:, None], in_positions[None, :]))
+
+
+def _matrix(xp, in_size, out_size, interpolation, antialias):
+    """The `(out_size, in_size)` matrix of 1-D resampling, in the math of `xp`.
+
+    `in_size` is a Python int; `out_size` an int or a scalar tensor.
+    """
+    out_index = xp.arange(out_size)
+    in_positions = xp.arange(in_size)
+    size_in = float(in_size)
+    size_out = xp.to_float(out_size)
+    if interpolation == "bilinear_scipy":
+        # scipy.ndimage.zoom (grid_mode=False) maps the first and last cells onto
+        # each other: input coordinate o (in - 1) / (out - 1).
+        source = out_index * (size_in - 1.0) / xp.maximum(size_out - 1.0, 1.0)
+        low = xp.clip(xp.floor(source), 0.0, size_in - 1.0)
+        high = xp.minimum(low + 1.0, size_in - 1.0)
+        frac = source - low
+        return (1.0 - frac)[:, None] * _one_hot(xp, low, in_positions) + frac[:, None] * _one_hot(
+            xp, high, in_positions
+        )
+    scale = size_in / size_out
+    if antialias:
+        # PyTorch's antialiased kernels (PIL's algorithm): a filter widened by
+        # the scale when shrinking, cut to the cells inside the grid, rows
+        # normalized to sum 1.
+        half_taps = 1.0 if interpolation == "bilinear" else 2.0
+        widen = xp.maximum(scale, 1.0)
+        support = half_taps * widen
+        center = scale * (out_index + 0.5)
+        first = xp.maximum(xp.floor(center - support + 0.5), 0.0)
+        stop = xp.minimum(xp.floor(center + support + 0.5), size_in)
+        distance = (in_positions[None, :] - center[:, None] + 0.5) / widen
+        if interpolation == "bilinear":
+            weights = xp.maximum(1.0 - xp.abs(distance), 0.0 * distance)
+        else:
+            weights = _cubic(xp, distance, -0.5)
+        inside = xp.to_float(in_positions[None, :] >= first[:, None]) * xp.to_float(
+            in_positions[None, :] < stop[:, None]
+        )
+        weights = weights * inside
+        total = xp.sum(weights, axis=1)
+        return weights / xp.where(xp.equal(total, 0.0), 1.0, total)[:, None]
+    # Half-pixel centres (align_corners=False): input coordinate (o + 0.5) in / out - 0.5.
+    source = (out_index + 0.5) * scale - 0.5
+    if interpolation == "bilinear":
+        source = xp.maximum(source, 0.0 * source)  # PyTorch clamps the linear modes only
+        low = xp.floor(source)
+        high = xp.minimum(low + 1.0, size_in - 1.0)
+        frac = source - low
+        return (1.0 - frac)[:, None] * _one_hot(xp, low, in_positions) + frac[:, None] * _one_hot(
+            xp, high, in_positions
+        )
+    # Bicubic: four taps around the coordinate, indices clamped to the edge.
+    base = xp.floor(source)
+    frac = source - base
+    matrix = 0.0
+    for offset in (-1.0, 0.0, 1.0, 2.0):
+        index = xp.clip(base + offset, 0.0, size_in - 1.0)
+        matrix = matrix + _cubic(xp, frac - offset, -0.75)[:, None] * _one_hot(xp, index, in_positions)
+    return matrix
+
+
+def _static_int(size):
+    """`size` as a Python int when it is one, else `size` (a tensor or symbolic dimension)."""
+    if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
+        return int(size)
+    return size
+
+
+def interpolation_matrix(in_size, out_size, interpolation="bilinear", antialias=False):
+    """The `(out_size, in_size)` float64 matrix that resamples one axis of a grid.
+
+    Args:
+        in_size: int. Cells along the axis now.
+        out_size: int. Cells along the axis after resampling.
+        interpolation: str. One of `INTERPOLATIONS`. Defaults to `"bilinear"`.
+        antialias: bool. PyTorch's antialiased form of `"bilinear"` or
+            `"bicubic"`. Defaults to `False`.
+
+    Returns:
+        numpy float64 array of shape `(out_size, in_size)`; rows sum to 1.
+    """
+    check_interpolation(interpolation, antialias)
+    return _matrix(_NumpyMath, int(in_size), int(out_size), interpolation, antialias)
+
+
+def resample_grid(grid, new_size, interpolation="bicubic", antialias=True):
+    """Resamples a `(rows, cols, D)` tensor with `keras.ops`, inside a model.
+
+    The new size may be symbolic (a scalar tensor, or a JAX symbolic dimension):
+    then the matrices are built in the graph in float32. A size known in Python
+    uses the float64 matrices of `interpolation_matrix`, and the size of `grid`
+    itself returns `grid` unchanged, so that nothing is computed at the size
+    the embeddings were trained for.
+
+    Args:
+        grid: Tensor `(rows, cols, D)` with static `rows` and `cols`.
+        new_size: pair of ints or scalar tensors, `(new_rows, new_cols)`.
+        interpolation: str. One of `INTERPOLATIONS`. Defaults to `"bicubic"`.
+        antialias: bool. Defaults to `True` (timm's `dynamic_img_size`).
+
+    Returns:
+        Tensor `(new_rows, new_cols, D)` of the dtype of `grid`.
+    """
+    rows, cols = (int(s) for s in grid.shape[:2])
+    new_rows, new_cols = (_static_int(s) for s in new_size)
+    if isinstance(new_rows, int) and isinstance(new_cols, int) and (new_rows, new_cols) == (rows, cols):
+        return grid
+
+    def matrix(in_size, out_size):
+        if isinstance(out_size, int):
+            return ops.convert_to_tensor(
+                interpolation_matrix(in_size, out_size, interpolation, antialias).astype("float32")
+            )
+        return _matrix(_OpsMath, in_size, out_size, interpolation, antialias)
+
+    dtype = grid.dtype
+    # float32 throughout: bfloat16 weights would blur the embeddings further.
+    x = ops.cast(grid, "float32")
+    x = ops.einsum("ar,rcd->acd", matrix(rows, new_rows), x)
+    x = ops.einsum("bc,acd->abd", matrix(cols, new_cols), x)
+    return ops.cast(x, dtype)
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")

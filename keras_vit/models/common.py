@@ -4,6 +4,7 @@ import keras
 
 from keras_vit.layers.image_check import ImageShapeCheck
 from keras_vit.layers.pooling import ClassTokenPooling
+from keras_vit.layers.position import check_interpolation
 from keras_vit.layers.validation import (
     check_bool,
     check_dtype_policy,
@@ -147,22 +148,62 @@ def check_model_args(
         find_checkpoint(weights, name)  # a known name, else a ValueError before any build
 
 
-def image_input(image_size, num_channels, dtype):
-    """The model's `Input` and its shape check (see `ImageShapeCheck`)."""
-    images = keras.Input((*image_size, num_channels), name="images")
-    checked = ImageShapeCheck(image_size, num_channels, dtype=dtype, name="image_shape_check")(images)
+def check_dynamic_args(dynamic_image_size, dynamic_padding, position_interpolation, position_antialias):
+    """Validates the arguments of dynamic image size and position-embedding resampling."""
+    check_bool(dynamic_image_size, "dynamic_image_size")
+    check_bool(dynamic_padding, "dynamic_padding")
+    check_interpolation(
+        position_interpolation, position_antialias, ("position_interpolation", "position_antialias")
+    )
+
+
+def image_input(
+    image_size,
+    num_channels,
+    dtype,
+    patch_size=None,
+    dynamic_image_size=False,
+    dynamic_padding=False,
+    feature_stride=1,
+):
+    """The model's `Input` and its shape check (see `ImageShapeCheck`).
+
+    With `dynamic_image_size` the input's height and width are None: the model
+    takes any size its patches divide (any size at all with `dynamic_padding`).
+    """
+    size = (None, None) if dynamic_image_size else image_size
+    images = keras.Input((*size, num_channels), name="images")
+    checked = ImageShapeCheck(
+        None if dynamic_image_size else image_size,
+        num_channels,
+        patch_size=patch_size,
+        dynamic_padding=dynamic_padding,
+        feature_stride=feature_stride,
+        dtype=dtype,
+        name="image_shape_check",
+    )(images)
     return images, checked
 
 
-def check_grid(feature_size, patch_size, image_size):
-    """Raises unless the (feature map of the) image divides into whole patches."""
+def patch_grid(feature_size, patch_size, dynamic_padding):
+    """The patch grid of a (feature map of an) image: cut whole, or padded up with `dynamic_padding`."""
+    if dynamic_padding:
+        return tuple(-(-f // p) for f, p in zip(feature_size, patch_size))
+    return tuple(f // p for f, p in zip(feature_size, patch_size))
+
+
+def check_grid(feature_size, patch_size, image_size, dynamic_padding=False):
+    """Raises unless the (feature map of the) image divides into whole patches (or is padded)."""
+    if dynamic_padding:
+        return
     if feature_size[0] % patch_size[0] or feature_size[1] % patch_size[1]:
         detail = "" if feature_size == image_size else (
             f" (the ResNet backbone turns it into a {feature_size} feature map)"
         )
         raise ValueError(
             f"`image_size` must be divisible by `patch_size`{detail}. "
-            f"Received: image_size={image_size}, patch_size={patch_size}"
+            f"Received: image_size={image_size}, patch_size={patch_size} (dynamic_padding=True "
+            "pads the images instead)"
         )
 
 

@@ -7,12 +7,14 @@ from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.layers.validation import check_non_negative_float, check_remat_without_randomness
 from keras_vit.models.common import (
     check_common_args,
+    check_dynamic_args,
     check_grid,
     check_model_args,
     classification_head,
     finish_model,
     image_input,
     initializers,
+    patch_grid,
     pool,
     preprocess,
 )
@@ -40,6 +42,10 @@ def ConViT(
     preprocessing="imagenet",
     initialization="deit",
     distillation=False,
+    dynamic_image_size=False,
+    dynamic_padding=False,
+    position_interpolation="bicubic",
+    position_antialias=True,
     dtype=None,
     remat=False,
     weights=None,
@@ -79,6 +85,12 @@ def ConViT(
             class token after the last GPSA block, and a second head on it,
             as in `VisionTransformer` (ConViT SM B trains ConViTs so).
             Defaults to `False`.
+        dynamic_image_size, dynamic_padding, position_interpolation,
+        position_antialias: as in `VisionTransformer`. With
+            `dynamic_image_size` the GPSA blocks take the patch tokens as a
+            grid and compute their relative positions `r_ij` (Eq. 5) for each
+            call's grid; the position embeddings are resampled as in the ViT
+            (timm's ConViT has no dynamic size: the default follows its ViT).
 
     Returns:
         A `keras.Model` taking `(batch, height, width, num_channels)` images.
@@ -91,7 +103,8 @@ def ConViT(
         num_classes, include_top, representation_size, classifier_activation, dtype, remat, weights, name
     )
     check_remat_without_randomness(remat, dropout_rate, attention_dropout_rate, drop_path_rate)
-    check_grid(image_size, patch_size, image_size)
+    check_dynamic_args(dynamic_image_size, dynamic_padding, position_interpolation, position_antialias)
+    check_grid(image_size, patch_size, image_size, dynamic_padding)
     if (
         not isinstance(num_gpsa_layers, int)
         or isinstance(num_gpsa_layers, bool)
@@ -112,15 +125,24 @@ def ConViT(
     check_non_negative_float(locality_strength, "locality_strength")
     init = initializers(initialization)
     check_distillation_args(distillation, pooling, representation_size)
-    grid_size = (image_size[0] // patch_size[0], image_size[1] // patch_size[1])
+    grid_size = patch_grid(image_size, patch_size, dynamic_padding)
+    # A dynamic grid reaches the GPSA blocks as a grid, which tells them its size.
+    grid_tokens = dynamic_image_size and num_gpsa_layers > 0
 
-    images, x = image_input(image_size, num_channels, dtype)
+    images, x = image_input(
+        image_size, num_channels, dtype, patch_size, dynamic_image_size, dynamic_padding
+    )
     x = preprocess(x, preprocessing, num_channels, dtype)
-    x = Patches(patch_size, dtype=dtype, name="patches")(x)
+    x = Patches(patch_size, dynamic_padding=dynamic_padding, dtype=dtype, name="patches")(x)
     x = PatchEncoder(
         hidden_size,
         kernel_initializer=init["patch_kernel"],
         position_initializer=init["position"],
+        grid_size=grid_size,
+        dynamic_grid=dynamic_image_size,
+        interpolation=position_interpolation,
+        antialias=position_antialias,
+        flatten=not grid_tokens,
         dtype=dtype,
         name="patch_encoder",
     )(x)
@@ -153,6 +175,8 @@ def ConViT(
             remat=remat,
             name=f"encoderblock_{index}",
         )(x)
+        if grid_tokens and index == num_gpsa_layers - 1:
+            x = keras.layers.Reshape((-1, hidden_size), dtype=dtype, name="flatten_grid")(x)
     x = keras.layers.LayerNormalization(epsilon=1e-6, dtype=dtype, name="encoder_norm")(x)
     if distillation:
         x = distilled_top(x, include_top, num_classes, classifier_activation, dtype, init["head_kernel"])

@@ -1,7 +1,6 @@
 """The Vision Transformer and the hybrid ResNet+ViT (Dosovitskiy et al. 2021)."""
 
 import keras
-import numpy as np
 
 from keras_vit.layers.bit import ResNetStage, StandardizedConv2D
 from keras_vit.layers.patching import ClassToken, DistillationToken, PatchEncoder, Patches
@@ -9,24 +8,33 @@ from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.layers.validation import check_positive_int, check_remat_without_randomness
 from keras_vit.models.common import (
     check_common_args,
+    check_dynamic_args,
     check_grid,
     check_model_args,
     classification_head,
     finish_model,
     image_input,
     initializers,
+    patch_grid,
     pool,
     preprocess,
 )
 from keras_vit.models.deit import check_distillation_args, distilled_top
 
 
+def resnet_stride(resnet_stages):
+    """Downsampling of the BiT ResNet: the root divides by 4, each stage after the first by 2."""
+    return 2 ** (2 + max(len(resnet_stages) - 1, 0))
+
+
 def resnet_feature_size(image_size, resnet_stages):
-    """Spatial size of the BiT ResNet's output: the root divides by 4, each later stage by 2."""
-    size = np.array(image_size)
-    for _ in range(2 + max(len(resnet_stages) - 1, 0)):
-        size = -(-size // 2)  # "same" padding rounds up
-    return tuple(int(s) for s in size)
+    """Spatial size of the BiT ResNet's output, `ceil(size / resnet_stride)`.
+
+    Every stride-2 step has "same" padding, which rounds up, and rounding up
+    at each halving is rounding up once.
+    """
+    stride = resnet_stride(resnet_stages)
+    return tuple(int(-(-s // stride)) for s in image_size)
 
 
 def check_resnet_args(resnet_stages, resnet_width):
@@ -91,6 +99,10 @@ def VisionTransformer(
     preprocessing="inception",
     initialization="vit",
     distillation=False,
+    dynamic_image_size=False,
+    dynamic_padding=False,
+    position_interpolation="bicubic",
+    position_antialias=True,
     dtype=None,
     remat=False,
     weights=None,
@@ -146,6 +158,27 @@ def VisionTransformer(
             training. Needs `pooling="token"` and no `representation_size`.
             Without the top, the output is the average of the two tokens'
             features. Defaults to `False`.
+        dynamic_image_size: bool. Take images of any height and width that the
+            patches divide (the input shape is `(batch, None, None, channels)`),
+            resampling the position embeddings to each call's patch grid with
+            `position_interpolation` (timm's `dynamic_img_size`). The weight
+            keeps the grid of `image_size`, so checkpoints load as for a
+            fixed-size model, and at `image_size` the output is exactly the
+            fixed-size model's. Defaults to `False`.
+        dynamic_padding: bool. Pad images (for a hybrid: the ResNet's feature
+            map) whose size the patch does not divide with zeros at the bottom
+            and right, to the next multiple of the patch (timm's
+            `dynamic_img_pad`; zeros after the preprocessing, as there). The
+            position embeddings cover the padded grid. Defaults to `False`.
+        position_interpolation: str. How `dynamic_image_size` resamples the
+            position embeddings: `"bicubic"`, `"bilinear"` (PyTorch's
+            `interpolate`, `align_corners=False`) or `"bilinear_scipy"` (the
+            ViT authors' `scipy.ndimage.zoom(order=1)`); see
+            `keras_vit.weights.position_embedding` for what each checkpoint
+            family's code uses. Defaults to `"bicubic"`.
+        position_antialias: bool. PyTorch's antialiased form of the
+            interpolation. Defaults to `True`: with `"bicubic"`, what timm's
+            `dynamic_img_size=True` computes.
         dtype: dtype policy name or `keras.DTypePolicy`, e.g. `"mixed_bfloat16"`.
             Defaults to the global policy.
         remat: bool. Recompute each transformer block in the backward pass
@@ -159,7 +192,8 @@ def VisionTransformer(
     Returns:
         A `keras.Model` taking `(batch, height, width, num_channels)` images;
         a batch of another shape raises a `ValueError` naming `num_channels`
-        or `image_size`.
+        or `image_size` (with `dynamic_image_size`: `patch_size`, for a size
+        the patches do not divide).
 
     Raises:
         ValueError: for an invalid argument, naming it.
@@ -175,21 +209,29 @@ def VisionTransformer(
     init = initializers(initialization)
     check_distillation_args(distillation, pooling, representation_size)
     resnet_stages = check_resnet_args(resnet_stages, resnet_width)
+    check_dynamic_args(dynamic_image_size, dynamic_padding, position_interpolation, position_antialias)
     if resnet_stages is not None:
         feature_size = resnet_feature_size(image_size, resnet_stages)
     else:
         feature_size = image_size
-    check_grid(feature_size, patch_size, image_size)
+    check_grid(feature_size, patch_size, image_size, dynamic_padding)
+    feature_stride = 1 if resnet_stages is None else resnet_stride(resnet_stages)
 
-    images, x = image_input(image_size, num_channels, dtype)
+    images, x = image_input(
+        image_size, num_channels, dtype, patch_size, dynamic_image_size, dynamic_padding, feature_stride
+    )
     x = preprocess(x, preprocessing, num_channels, dtype)
     if resnet_stages is not None:
         x = bit_resnet(x, resnet_stages, resnet_width, dtype)
-    x = Patches(patch_size, dtype=dtype, name="patches")(x)
+    x = Patches(patch_size, dynamic_padding=dynamic_padding, dtype=dtype, name="patches")(x)
     x = PatchEncoder(
         hidden_size,
         kernel_initializer=init["patch_kernel"],
         position_initializer=init["position"],
+        grid_size=patch_grid(feature_size, patch_size, dynamic_padding),
+        dynamic_grid=dynamic_image_size,
+        interpolation=position_interpolation,
+        antialias=position_antialias,
         dtype=dtype,
         name="patch_encoder",
     )(x)

@@ -11,6 +11,7 @@ from keras import ops
 from keras_vit.architectures import architecture
 from keras_vit.layers.bit import ResNetStage
 from keras_vit.layers.patching import DistillationToken, PatchEncoder, Patches
+from keras_vit.layers.position import check_interpolation
 from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.layers.validation import check_bool
 from keras_vit.weights.converters import CONVERTERS, SWIN_POSITION
@@ -282,7 +283,14 @@ def _grid_of(position, model_grid, source):
     return position.reshape(*rows_cols, width)
 
 
-def load_weights(model, checkpoint, strict=False, keep_pre_logits=False):
+def load_weights(
+    model,
+    checkpoint,
+    strict=False,
+    keep_pre_logits=False,
+    position_interpolation=None,
+    position_antialias=False,
+):
     """Loads a checkpoint into a keras_vit model and reports what was done.
 
     Formats: official ViT / hybrid `.npz` (with i21k `pre_logits`), big_vision
@@ -296,8 +304,13 @@ def load_weights(model, checkpoint, strict=False, keep_pre_logits=False):
     ConViT; or Swin) is refused for a model of the other.
 
     - Position embeddings of another grid are resampled in 2D (ViT Sec. 3.2):
-      bilinearly for a ViT, whose class slot is kept as it is; bicubically for
+      by default bilinearly for a ViT (PyTorch's `align_corners=False`, as
+      timm's `.npz` loader), whose class slot is kept as it is; bicubically for
       Swin's absolute position embedding, as Swin's own fine-tuning does.
+      `position_interpolation` picks another mode, e.g. the one of the
+      checkpoint's own code (table in `keras_vit.weights.position_embedding`):
+      `"bilinear_scipy"` for the official ViT `.npz`, `"bicubic"` with
+      `position_antialias=True` for timm's files.
     - Swin relative position bias tables of another window are resampled
       bicubically (`keras_vit.weights.swin.resample_bias_table`); another
       image size with the same window needs nothing.
@@ -321,6 +334,12 @@ def load_weights(model, checkpoint, strict=False, keep_pre_logits=False):
             surgery, skipped or missing weights). Defaults to `False`.
         keep_pre_logits: bool. Keep the checkpoint's pre-logits layer when the
             head is replaced. Defaults to `False`.
+        position_interpolation: str or None. How position embeddings of another
+            grid are resampled: `"bilinear"`, `"bicubic"` or `"bilinear_scipy"`
+            (see `keras_vit.resample_position_embedding`); None for the
+            defaults above. Swin's bias tables are always bicubic.
+        position_antialias: bool. PyTorch's antialiased form of `"bilinear"`
+            or `"bicubic"`. Defaults to `False`.
 
     Returns:
         A `LoadReport`.
@@ -339,6 +358,10 @@ def load_weights(model, checkpoint, strict=False, keep_pre_logits=False):
         )
     check_bool(strict, "strict")
     check_bool(keep_pre_logits, "keep_pre_logits")
+    if position_interpolation is not None or position_antialias:
+        check_interpolation(
+            position_interpolation, position_antialias, ("position_interpolation", "position_antialias")
+        )
     source = resolve_checkpoint(checkpoint, model)
     fmt, arrays = read_checkpoint(source)
     try:
@@ -355,6 +378,9 @@ def load_weights(model, checkpoint, strict=False, keep_pre_logits=False):
 
     swin = model_family(model) == SWIN_FAMILY
     position_name, resample = (SWIN_POSITION, resample_bicubic) if swin else (_POSITION, resample_position_embedding)
+    if position_interpolation is not None:
+        def resample(grid, size):
+            return resample_position_embedding(grid, size, position_interpolation, position_antialias)
     if position is not None:
         if position_name not in variables:
             report.skipped.append(("position embeddings", "the model has no position embeddings"))

@@ -34,6 +34,7 @@ import numpy as np
 
 from keras_vit.layers.swin import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock
 from keras_vit.weights.converters import SWIN_POSITION, _require_ndim, _sequence
+from keras_vit.weights.position_embedding import resample_separable
 
 TIMM_SWIN, MICROSOFT_SWIN, TRANSFORMERS_SWIN = "timm Swin", "Microsoft Swin", "transformers Swin"
 SWIN_LAYOUTS = (TIMM_SWIN, MICROSOFT_SWIN, TRANSFORMERS_SWIN)
@@ -46,38 +47,13 @@ _TRANSFORMERS_PREFIX = "swin."
 # ---- bicubic resampling ------------------------------------------------------------
 
 
-def _cubic_weight(distance, a=-0.75):
-    """Keys' cubic convolution kernel with `a = -0.75`, the one of PyTorch's bicubic mode."""
-    d = np.abs(distance)
-    near = ((a + 2) * d - (a + 3)) * d * d + 1
-    far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
-    return np.where(d <= 1, near, np.where(d < 2, far, 0.0))
-
-
-def _cubic_resize_matrix(in_size, out_size):
-    """`(out_size, in_size)` matrix of 1D bicubic interpolation with half-pixel centres.
-
-    Output sample `o` sits at input coordinate `(o + 0.5) * in / out - 0.5`
-    (`align_corners=False`), not clamped, and reads the four inputs around it
-    with the indices clamped to the edge, as
-    `torch.nn.functional.interpolate(mode="bicubic", antialias=False)` does.
-    """
-    coords = (np.arange(out_size) + 0.5) * (in_size / out_size) - 0.5
-    base = np.floor(coords)
-    rows = np.arange(out_size)
-    matrix = np.zeros((out_size, in_size))
-    for offset in (-1, 0, 1, 2):
-        index = np.clip(base + offset, 0, in_size - 1).astype(int)
-        np.add.at(matrix, (rows, index), _cubic_weight(coords - base - offset))
-    return matrix
-
-
 def resample_bicubic(grid, new_size):
     """Bicubically resamples a `(rows, cols, channels)` grid to `new_size`.
 
     The interpolation of Swin's fine-tuning at another resolution (Microsoft's
-    `load_pretrained`): PyTorch's bicubic mode with `align_corners=False`,
-    separable along rows and columns, computed in float64.
+    `load_pretrained`): PyTorch's bicubic mode with `align_corners=False` and
+    no antialiasing, separable along rows and columns, computed in float64
+    (`keras_vit.weights.position_embedding.resample_separable`).
 
     Args:
         grid: array of shape `(rows, cols, channels)`.
@@ -86,18 +62,7 @@ def resample_bicubic(grid, new_size):
     Returns:
         float32 array of shape `(new_rows, new_cols, channels)`.
     """
-    grid = np.asarray(grid)
-    if grid.ndim != 3:
-        raise ValueError(
-            f"`grid` must have shape (rows, cols, channels). Received: grid.shape={grid.shape}"
-        )
-    rows, cols = (int(s) for s in new_size)
-    if rows <= 0 or cols <= 0:
-        raise ValueError(f"`new_size` must be two positive integers. Received: new_size={new_size}")
-    row_matrix = _cubic_resize_matrix(grid.shape[0], rows)
-    col_matrix = _cubic_resize_matrix(grid.shape[1], cols)
-    out = np.einsum("ar,rcd,bc->abd", row_matrix, grid.astype("float64"), col_matrix)
-    return out.astype("float32")
+    return resample_separable(grid, new_size, "bicubic", False, "new_size", "channels")
 
 
 def table_grid(window_size):

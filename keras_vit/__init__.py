@@ -10,7 +10,7 @@ import os
 # TensorFlow computation has run; a value set by the user is left alone.
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
-from keras_vit import analysis, evaluation, layers, schedules, utils, weights
+from keras_vit import analysis, evaluation, export, layers, schedules, utils, weights
 from keras_vit.distribution import layout_map
 from keras_vit.feature_extraction import features, simple_feature_pyramid
 from keras_vit.models import (

@@ -19,7 +19,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers.position import check_interpolation, resample_grid
-from keras_vit.layers.token_dense import dense_on_tokens
+from keras_vit.layers.token_dense import dense_on_tokens, resolve_dtype_policies, with_quantized_dtypes
 from keras_vit.layers.validation import check_bool, check_positive_int, to_pair
 
 
@@ -242,6 +242,7 @@ class PatchEncoder(keras.layers.Layer):
                 initializer=self.position_initializer,
                 name="position_embedding",
             )
+        resolve_dtype_policies(self)
 
     def call(self, patches):
         grid = tuple(_static(s) for s in patches.shape[1:3])
@@ -289,7 +290,7 @@ class PatchEncoder(keras.layers.Layer):
                 "flatten": self.flatten,
             }
         )
-        return config
+        return with_quantized_dtypes(self, config)
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")

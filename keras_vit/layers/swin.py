@@ -19,7 +19,7 @@ resolution.
 import keras
 from keras import ops
 
-from keras_vit.layers.token_dense import dense_on_tokens
+from keras_vit.layers.token_dense import dense_on_tokens, resolve_dtype_policies, with_quantized_dtypes
 from keras_vit.layers.transformer import MLPBlock, StochasticDepth
 from keras_vit.layers.validation import (
     check_bool,
@@ -30,6 +30,7 @@ from keras_vit.layers.validation import (
 )
 from keras_vit.layers.window_attention import (
     WindowAttention,
+    cyclic_shift,
     _check_shift,
     _check_static_map,
     _swin_initializer,
@@ -283,13 +284,14 @@ class SwinTransformerBlock(keras.layers.Layer):
         self.drop_path = StochasticDepth(
             self.drop_path_rate, dtype=self.dtype_policy, name="drop_path"
         )
+        resolve_dtype_policies(self)
 
     def _window_attention(self, x, training, return_attention_scores):
         (height, width), (hp, wp) = self.resolution, self.padded_size
         if (hp, wp) != (height, width):
             x = ops.pad(x, ((0, 0), (0, hp - height), (0, wp - width), (0, 0)))
         if any(self.shift):
-            x = ops.roll(x, shift=(-self.shift[0], -self.shift[1]), axis=(1, 2))
+            x = cyclic_shift(x, (-self.shift[0], -self.shift[1]))
         windows = window_partition(x, self.window)
         windows = self.attention(
             windows,
@@ -302,7 +304,7 @@ class SwinTransformerBlock(keras.layers.Layer):
             windows, scores = windows
         x = window_reverse(windows, self.window, self.padded_size)
         if any(self.shift):
-            x = ops.roll(x, shift=self.shift, axis=(1, 2))
+            x = cyclic_shift(x, self.shift)
         return x[:, :height, :width], scores
 
     def _branch_scale(self, x, training):
@@ -356,7 +358,7 @@ class SwinTransformerBlock(keras.layers.Layer):
                 "remat": self.remat,
             }
         )
-        return config
+        return with_quantized_dtypes(self, config)
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -409,6 +411,7 @@ class PatchMerging(keras.layers.Layer):
             name="reduction",
         )
         self.reduction.build(merged)
+        resolve_dtype_policies(self)
 
     def call(self, x):
         height, width, channels = x.shape[1:]
@@ -435,4 +438,4 @@ class PatchMerging(keras.layers.Layer):
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             }
         )
-        return config
+        return with_quantized_dtypes(self, config)

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers.attention import GPSA, MultiHeadSelfAttention
-from keras_vit.layers.token_dense import dense_on_tokens
+from keras_vit.layers.token_dense import dense_on_tokens, resolve_dtype_policies, with_quantized_dtypes
 from keras_vit.layers.validation import check_positive_int, check_rate, check_remat_without_randomness
 
 
@@ -79,6 +79,7 @@ class MLPBlock(keras.layers.Layer):
         self.fc2 = dense(input_shape[-1], "fc2")
         self.fc2.build((*input_shape[:-1], self.mlp_dim))
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
+        resolve_dtype_policies(self)
 
     def call(self, x, training=None):
         x = gelu(dense_on_tokens(self.fc1, x))
@@ -98,7 +99,7 @@ class MLPBlock(keras.layers.Layer):
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             }
         )
-        return config
+        return with_quantized_dtypes(self, config)
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -120,6 +121,11 @@ class StochasticDepth(keras.layers.Layer):
         self.rate = rate
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
+        # No weights to create: built from the start, like `keras.layers.Dropout`.
+        # Blocks create this layer in their `build()` and the functional model
+        # never calls it symbolically, so it would otherwise stay unbuilt, and
+        # `Model.quantize` refuses models with unbuilt layers.
+        self.built = True
 
     def call(self, x, training=None):
         if not training or self.rate == 0.0:
@@ -273,6 +279,7 @@ class TransformerBlock(keras.layers.Layer):
         self.mlp.build(input_shape)
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
         self.drop_path = StochasticDepth(self.drop_path_rate, dtype=self.dtype_policy)
+        resolve_dtype_policies(self)
 
     def call(self, tokens, training=None, return_attention_scores=False):
         if self.remat and not return_attention_scores:
@@ -316,4 +323,4 @@ class TransformerBlock(keras.layers.Layer):
                 "remat": self.remat,
             }
         )
-        return config
+        return with_quantized_dtypes(self, config)

@@ -3,8 +3,9 @@
 Attention within M x M windows with a learned relative position bias (Eq. 4),
 and the numpy constants it needs: the relative position index, the windows and
 shift of a stage (timm's rule: a stage not larger than the window gets a window
-of its own size and no shift), and the mask that keeps regions apart after the
-cyclic shift, and where each window token lies on the map (for analysis).
+of its own size and no shift), the mask that keeps regions apart after the
+cyclic shift (`cyclic_shift`), and where each window token lies on the map
+(for analysis).
 """
 
 import math
@@ -14,7 +15,7 @@ import numpy as np
 from keras import ops
 
 from keras_vit.layers.attention import _AttentionBase, _merge_heads, _split_heads
-from keras_vit.layers.token_dense import dense_on_tokens
+from keras_vit.layers.token_dense import dense_on_tokens, resolve_dtype_policies, with_quantized_dtypes
 from keras_vit.layers.validation import check_rate, to_pair
 
 # the cyclic shift (the reference's value; exp(-100) underflows to 0 in float32).
@@ -145,6 +146,31 @@ def window_positions(padded_size, window_size, shift_size):
     return windows.reshape(-1, mh * mw).astype("int64")
 
 
+def cyclic_shift(x, shift):
+    """`ops.roll(x, shift, axis=(1, 2))` of a `(batch, H, W, C)` map with static `H`, `W`.
+
+    Written as two slices and a concatenation per axis, the way JAX lowers a
+    roll: TensorFlow's `Roll` op has no LiteRT builtin, so a Swin model that
+    rolls with it converts to LiteRT only with TensorFlow ("Flex") kernels.
+
+    Args:
+        x: Tensor `(batch, H, W, C)`.
+        shift: tuple `(sh, sw)` of ints; element `(i, j)` moves to
+            `((i + sh) mod H, (j + sw) mod W)`.
+
+    Returns:
+        Tensor of the shape of `x`.
+    """
+    for axis, amount in zip((1, 2), shift):
+        size = x.shape[axis]
+        amount %= size
+        if amount:
+            lead = (slice(None),) * axis
+            tail = x[lead + (slice(size - amount, None),)]
+            x = ops.concatenate([tail, x[lead + (slice(0, size - amount),)]], axis=axis)
+    return x
+
+
 def window_partition(x, window_size):
     """`(batch, Hp, Wp, C)` -> `(batch * num_windows, Mh * Mw, C)`, windows row-major."""
     (mh, mw), (hp, wp), channels = window_size, x.shape[1:3], x.shape[3]
@@ -239,6 +265,7 @@ class WindowAttention(_AttentionBase):
             self.attention_dropout_rate, dtype=self.dtype_policy
         )
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
+        resolve_dtype_policies(self)
 
     def relative_position_bias(self):
         """`B` of Eq. 4, shape `(heads, Mh * Mw, Mh * Mw)`, in float32."""
@@ -292,4 +319,4 @@ class WindowAttention(_AttentionBase):
                 "dropout_rate": self.dropout_rate,
             }
         )
-        return config
+        return with_quantized_dtypes(self, config)

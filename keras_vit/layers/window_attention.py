@@ -14,7 +14,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_vit.layers.attention import _AttentionBase, _merge_heads, _split_heads
+from keras_vit.layers.attention import _AttentionBase, _merge_heads
 from keras_vit.layers.token_dense import dense_on_tokens, resolve_dtype_policies, with_quantized_dtypes
 from keras_vit.layers.validation import check_rate, to_pair
 
@@ -292,19 +292,25 @@ class WindowAttention(_AttentionBase):
         logits = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))
         # Softmax in float32 with the bias and mask: bfloat16 would round the
         # bias differences between neighbouring offsets away.
-        logits = ops.cast(logits, "float32") + self.relative_position_bias()[None]
-        if attention_mask is not None:
-            mask = ops.convert_to_tensor(attention_mask, "float32")
-            num_windows, num_tokens = mask.shape[0], logits.shape[-1]
-            logits = ops.reshape(logits, (-1, num_windows, self.num_heads, num_tokens, num_tokens))
-            logits = logits + mask[None, :, None]
-            logits = ops.reshape(logits, (-1, self.num_heads, num_tokens, num_tokens))
+        logits = ops.cast(logits, "float32")
+        bias = self.relative_position_bias()
+        if attention_mask is None:
+            return ops.softmax(logits + bias[None], axis=-1)
+        # Bias and mask summed first, `(windows, heads, N, N)`: one pass over the
+        # logits instead of two.
+        mask = ops.convert_to_tensor(attention_mask, "float32")
+        bias = mask[:, None] + bias[None]
+        num_windows, num_tokens = mask.shape[0], logits.shape[-1]
+        logits = ops.reshape(logits, (-1, num_windows, self.num_heads, num_tokens, num_tokens)) + bias[None]
+        logits = ops.reshape(logits, (-1, self.num_heads, num_tokens, num_tokens))
         return ops.softmax(logits, axis=-1)
 
     def call(self, tokens, attention_mask=None, training=None, return_attention_scores=False):
-        qkv = _split_heads(dense_on_tokens(self.qkv, tokens), 3 * self.num_heads, self.head_dim)
-        heads = self.num_heads
-        query, key, value = qkv[:, :heads], qkv[:, heads : 2 * heads], qkv[:, 2 * heads :]
+        # q, k and v along a leading axis: taking them apart is free and its
+        # gradient one concatenation, where slicing the heads axis of a
+        # `(windows, 3 * heads, N, d)` tensor costs zero-padded copies backward.
+        qkv = ops.reshape(dense_on_tokens(self.qkv, tokens), (-1, tokens.shape[1], 3, self.num_heads, self.head_dim))
+        query, key, value = ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)), 3, axis=0)
         probs = self.compute_attention(query, key, attention_mask)
         x = _merge_heads(self._attend(probs, value, training))
         x = self.dropout(dense_on_tokens(self.out, x), training=training)

@@ -1,0 +1,35 @@
+"""benchmarks/serving.py at a tiny size: every kind of path measured, the table and its section written."""
+
+import pytest
+
+from benchmarks import serving
+
+
+def test_cpu_description_names_the_bf16_features():
+    name, bf16, amx = serving.cpu_description()
+    assert isinstance(name, str) and name and isinstance(bf16, bool) and isinstance(amx, bool)
+
+
+def test_tiny_run_measures_each_path_and_writes_its_section(tmp_path, capsys):
+    markdown = tmp_path / "BENCHMARKS.md"
+    markdown.write_text("# Benchmarks\n\n## Other\n\nkept\n")
+    paths = "keras_xla,tf_bf16,saved_model,litert_fp32,litert_dynamic,timm_fp32,timm_bf16"
+    results = serving.main(["--variants=ViT_Ti16", "--batch_sizes=2", "--image_size=32", "--steps=2",
+                            f"--paths={paths}", "--write", f"--benchmarks_md={markdown}"])
+    rows = results[("ViT_Ti16", 2)]
+    assert [r["path"] for r in rows] == paths.split(",")
+    assert all("error" not in r and r["images_per_s"] > 0 for r in rows), rows
+    printed = capsys.readouterr().out
+    text = markdown.read_text()
+    assert "## Other\n\nkept" in text and serving.SECTION in text
+    for path in paths.split(","):
+        assert f"| ViT_Ti16 | 2 | {path} |" in printed and f"| ViT_Ti16 | 2 | {path} |" in text
+    # Rerunning replaces the section instead of adding a second one.
+    serving.main(["--variants=ViT_Ti16", "--batch_sizes=2", "--image_size=32", "--steps=2", "--paths=keras_xla",
+                  "--write", f"--benchmarks_md={markdown}"])
+    assert markdown.read_text().count(serving.SECTION) == 1
+
+
+def test_unknown_path_is_refused():
+    with pytest.raises(SystemExit):
+        serving.main(["--paths=onnx"])

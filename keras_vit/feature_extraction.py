@@ -18,12 +18,16 @@ import keras
 
 from keras_vit.layers.bit import ResNetStage, StandardizedConv2D
 from keras_vit.layers.patching import ClassToken, DistillationToken, PatchEncoder, Patches
+from keras_vit.layers.pooling import SeparableMaxPooling2D
 from keras_vit.layers.pyramid import PatchTokenMap, SimpleFeaturePyramidLevel
 from keras_vit.layers.swin import SwinTransformerBlock
 from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.layers.validation import check_bool, check_positive_int
 
 OUTPUTS = ("tokens", "maps")
+# The hybrid root's max pooling: ours with a static size, Keras' with a dynamic one
+# (and in `.keras` files saved before keras_vit had its own).
+_MAX_POOLINGS = (SeparableMaxPooling2D, keras.layers.MaxPooling2D)
 PYRAMID_STRIDES = (4, 8, 16, 32)
 
 
@@ -84,7 +88,7 @@ class _Backbone:
         """Pixels per token along each axis: the patch, times a hybrid ResNet's downsampling."""
         stride = list(patch_size)
         for layer in layers:
-            if isinstance(layer, (StandardizedConv2D, keras.layers.MaxPooling2D, ResNetStage)):
+            if isinstance(layer, (StandardizedConv2D, *_MAX_POOLINGS, ResNetStage)):
                 step = layer.strides if isinstance(layer.strides, (tuple, list)) else (layer.strides,) * 2
                 stride = [s * t for s, t in zip(stride, step)]
         return tuple(stride)
@@ -106,7 +110,7 @@ class _Backbone:
         """The hybrid's ResNet outputs: the root before its max-pool, then every stage."""
         if not any(isinstance(layer, StandardizedConv2D) for layer in layers):
             return []
-        pools = [layer for layer in layers if isinstance(layer, keras.layers.MaxPooling2D)]
+        pools = [layer for layer in layers if isinstance(layer, _MAX_POOLINGS)]
         stages = [layer.output for layer in layers if isinstance(layer, ResNetStage)]
         # timm's ResNetV2 takes its stride-2 root feature after GroupNorm+ReLU,
         # before the root's max-pool; levels 1.. are the stage outputs.

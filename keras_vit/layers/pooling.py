@@ -41,12 +41,13 @@ class SeparableMaxPooling2D(keras.layers.Layer):
     """2D max pooling computed as two 1D poolings over strided slices.
 
     The output equals `keras.layers.MaxPooling2D` with the same arguments
-    (padding cells hold -inf and never win). What
-    differs is the gradient: `MaxPooling2D`'s becomes a select-and-scatter that
-    XLA:CPU expands into index tensors, a variadic reduce-window and a scatter,
-    about 30% of the hybrid main job's training step; the slices' and
-    maximums' gradients are elementwise selects and padded copies. Between equal
-    inputs the gradient goes to one of them (the first), as `MaxPooling2D`'s does.
+    (padding cells hold -inf and never win). What differs is the gradient:
+    `MaxPooling2D`'s becomes a select-and-scatter that XLA:CPU expands into
+    index tensors, a variadic reduce-window and a scatter (about 30% of the
+    time in XLA ops of a small hybrid's training step in one profile); the
+    slices' and maximums' gradients are elementwise selects and padded copies.
+    Between equal inputs the gradient goes to one of them (the first), as
+    `MaxPooling2D`'s does. Height and width must be static.
 
     Args:
         pool_size: int or tuple of 2 ints. Window size. Defaults to 2.

@@ -4,6 +4,7 @@ import keras
 
 from keras_vit.layers.bit import ResNetStage, StandardizedConv2D
 from keras_vit.layers.patching import ClassToken, DistillationToken, PatchEncoder, Patches
+from keras_vit.layers.pooling import SeparableMaxPooling2D
 from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.layers.validation import check_positive_int, check_remat_without_randomness
 from keras_vit.models.common import (
@@ -66,7 +67,11 @@ def bit_resnet(x, resnet_stages, width, dtype):
     )(x)
     x = keras.layers.GroupNormalization(groups=32, epsilon=1e-6, dtype=dtype, name="gn_root")(x)
     x = keras.layers.ReLU(dtype=dtype, name="relu_root")(x)
-    x = keras.layers.MaxPooling2D(3, strides=2, padding="same", dtype=dtype, name="pool_root")(x)
+    # The same pooling either way; with a static size its gradient avoids the
+    # select-and-scatter that XLA:CPU runs slowly (SeparableMaxPooling2D).
+    static = x.shape[1] is not None and x.shape[2] is not None
+    pooling = SeparableMaxPooling2D if static else keras.layers.MaxPooling2D
+    x = pooling(3, strides=2, padding="same", dtype=dtype, name="pool_root")(x)
     for index, num_units in enumerate(resnet_stages):
         x = ResNetStage(
             num_units,

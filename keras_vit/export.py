@@ -30,11 +30,12 @@ the file has a fixed batch size (`batch_size`, 1 by default); full-integer
 it): export under TensorFlow from the `.keras` file instead.
 """
 
-import os
 import tempfile
 
 import keras
 import numpy as np
+
+from keras_vit.utils import write_atomically
 
 QUANTIZE_MODES = (None, "dynamic", "int8")
 
@@ -136,7 +137,7 @@ def litert(model, path, quantize=None, representative_data=None, batch_size=None
                 [batch] for batch in _calibration_batches(representative_data, input_shape)
             )
         flatbuffer = converter.convert()
-    _write_bytes_atomically(path, flatbuffer)
+    write_atomically(path, flatbuffer)
     return path
 
 
@@ -286,22 +287,6 @@ def _check_images(shape, expected):
             f"`representative_data` must hold images of the model's input shape {tuple(expected)}. "
             f"Received: images of shape {tuple(shape)}"
         )
-
-
-def _write_bytes_atomically(path, data):
-    """Writes `data` to a temporary file beside `path`, syncs it and renames it onto `path`."""
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".tmp-{os.getpid()}-{os.path.basename(path)}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
 
 
 def litert_interpreter(path, num_threads=None):

@@ -119,19 +119,20 @@ def _remote_files(path):
     return tf.io.gfile
 
 
-def write_text_atomically(path, text):
-    """Writes `text` to a temporary file beside `path`, syncs it and renames it onto `path`.
+def write_atomically(path, data):
+    """Writes `data` (str or bytes) to a temporary file beside `path`, syncs it and renames it onto `path`.
 
     A reader sees the old file or the new one, never a partial write; a failed
     write (a full disk) removes its temporary file. Paths with a scheme
     (`gs://...`) go through `tf.io.gfile`, where the rename is the store's.
     """
     tmp = f"{path}.tmp-{os.getpid()}"
+    mode = "wb" if isinstance(data, bytes) else "w"
     gfile = _remote_files(path)
     if gfile is not None:
         try:
-            with gfile.GFile(tmp, "w") as f:
-                f.write(text)
+            with gfile.GFile(tmp, mode) as f:
+                f.write(data)
             gfile.rename(tmp, path, overwrite=True)
         except BaseException:
             if gfile.exists(tmp):
@@ -139,8 +140,8 @@ def write_text_atomically(path, text):
             raise
         return
     try:
-        with open(tmp, "w") as f:
-            f.write(text)
+        with open(tmp, mode) as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -148,6 +149,11 @@ def write_text_atomically(path, text):
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def write_text_atomically(path, text):
+    """`write_atomically` for text (the name the trainer and the weights code use)."""
+    write_atomically(path, text)
 
 
 def file_sha256(path):

@@ -50,3 +50,19 @@ def test_decode_predictions_top_k():
 def test_decode_predictions_rejects_mismatched_names():
     with pytest.raises(ValueError, match="`class_names` has 2 names but the predictions have 3 classes"):
         utils.decode_predictions(np.zeros((1, 3)), class_names=["a", "b"])
+
+
+def test_write_atomically_text_and_bytes(tmp_path):
+    path = tmp_path / "file"
+    utils.write_atomically(str(path), b"\x00\x01binary")
+    assert path.read_bytes() == b"\x00\x01binary"
+    utils.write_text_atomically(str(path), "text")
+    assert path.read_text() == "text" and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_write_atomically_failure_keeps_the_old_file_and_no_temporary(tmp_path):
+    path = tmp_path / "file"
+    path.write_text("old")
+    with pytest.raises(TypeError):
+        utils.write_atomically(str(path), 3)  # neither str nor bytes: the write fails
+    assert path.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["file"]

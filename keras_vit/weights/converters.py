@@ -32,6 +32,44 @@ def _require_ndim(key, value, ndims, layout):
         raise ValueError(f"entry {key!r} has shape {tuple(value.shape)}; expected {layout}.")
 
 
+# Names of the separate attention projections that checkpoints of transformers keep apart.
+QKV_PARTS = ("query", "key", "value")
+
+
+def fuse_qkv(block, kind, found):
+    """timm's fused `qkv` weight or bias from a block's separate query, key and value ones, checked.
+
+    Args:
+        block: str. The block as messages name it (`"block 3"`).
+        kind: `"weight"` or `"bias"`.
+        found: dict from each of `QKV_PARTS` present to `(file key, array)`.
+
+    Returns:
+        The three arrays stacked `[q; k; v]` along the output axis, as timm's `qkv`.
+
+    Raises:
+        ValueError: naming the entries, when a part is missing, has the wrong
+            rank, or the three differ in shape.
+    """
+    if len(found) != 3:
+        missing = [part for part in QKV_PARTS if part not in found]
+        raise ValueError(
+            f"{block} has {sorted(key for key, _ in found.values())} but lacks its "
+            f"attention {missing} {kind}; expected the query, key and value projections of every block."
+        )
+    parts = [found[part] for part in QKV_PARTS]
+    for key, value in parts:
+        _require_ndim(key, value, (2,) if kind == "weight" else (1,),
+                      "an (out, in) Linear weight" if kind == "weight" else "a 1-D bias")
+    shapes = {key: tuple(value.shape) for key, value in parts}
+    if len(set(shapes.values())) != 1:
+        raise ValueError(
+            f"the attention query, key and value {kind}s of {block} differ in shape; "
+            f"expected three equal shapes. Received: {shapes}"
+        )
+    return np.concatenate([value for _, value in parts], axis=0)
+
+
 def _sequence(key, value):
     """A `(1, N, D)` or `(N, D)` position embedding as `(N, D)`."""
     _require_ndim(key, value, (2, 3), "(1, positions, hidden) or (positions, hidden) position embeddings")

@@ -33,7 +33,7 @@ import re
 import numpy as np
 
 from keras_vit.layers.swin import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock
-from keras_vit.weights.converters import SWIN_POSITION, _require_ndim, _sequence
+from keras_vit.weights.converters import QKV_PARTS, SWIN_POSITION, _require_ndim, _sequence, fuse_qkv
 from keras_vit.weights.position_embedding import resample_separable
 
 TIMM_SWIN, MICROSOFT_SWIN, TRANSFORMERS_SWIN = "timm Swin", "Microsoft Swin", "transformers Swin"
@@ -194,7 +194,7 @@ def _transformers_to_timm(arrays, unused):
         elif m := re.fullmatch(r"encoder\.layers\.(\d+)\.blocks\.(\d+)\.(.+)", name):
             block = f"layers.{m[1]}.blocks.{m[2]}"
             if qkv := _TRANSFORMERS_QKV.fullmatch(m[3]):
-                part = "qkv".index((qkv[1] or qkv[2])[0])
+                part = QKV_PARTS["qkv".index((qkv[1] or qkv[2])[0])]
                 parts.setdefault((block, qkv[3]), {})[part] = (key, value)
                 continue
             for pattern, template in _TRANSFORMERS_BLOCK:
@@ -206,27 +206,10 @@ def _transformers_to_timm(arrays, unused):
         else:
             renamed[target] = (key, value)
     for (block, kind), found in parts.items():
-        if len(found) != 3:
-            missing = [("query", "key", "value")[i] for i in range(3) if i not in found]
-            present = sorted(key for key, _ in found.values())
-            raise ValueError(
-                f"block {block} has {present} but lacks its attention {missing} {kind}; "
-                "expected the query, key and value projections of every block."
-            )
-        keys = [found[i][0] for i in range(3)]
-        values = [found[i][1] for i in range(3)]
-        layout = "an (out, in) Linear weight" if kind == "weight" else "a 1-D bias"
-        for key, value in zip(keys, values):
-            _require_ndim(key, value, (2 if kind == "weight" else 1,), layout)
-        shapes = {key: tuple(value.shape) for key, value in zip(keys, values)}
-        if len(set(shapes.values())) != 1:
-            raise ValueError(
-                f"the attention query, key and value {kind}s of {block} differ in shape; "
-                f"expected three equal shapes. Received: {shapes}"
-            )
-        # timm's fused projection is [q; k; v] along its output axis.
-        label = keys[0].replace(".query.", ".{query,key,value}.").replace(".q_proj.", ".{q,k,v}_proj.")
-        renamed[f"{block}.attn.qkv.{kind}"] = (label, np.concatenate(values, axis=0))
+        fused = fuse_qkv(f"block {block}", kind, found)
+        label = found["query"][0] if "query" in found else ""
+        label = label.replace(".query.", ".{query,key,value}.").replace(".q_proj.", ".{q,k,v}_proj.")
+        renamed[f"{block}.attn.qkv.{kind}"] = (label, fused)
     return renamed
 
 

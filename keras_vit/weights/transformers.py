@@ -24,9 +24,7 @@ table of keras_vit names. Both namings transformers uses are read: the one its
 
 import re
 
-import numpy as np
-
-from keras_vit.weights.converters import _require_ndim, convert_timm
+from keras_vit.weights.converters import _require_ndim, convert_timm, fuse_qkv
 
 TRANSFORMERS_VIT, TRANSFORMERS_DEIT = "transformers ViT", "transformers DeiT"
 TRANSFORMERS_VIT_LAYOUTS = (TRANSFORMERS_VIT, TRANSFORMERS_DEIT)
@@ -70,27 +68,6 @@ def transformers_vit_layout(arrays):
     return TRANSFORMERS_DEIT if deit else TRANSFORMERS_VIT
 
 
-def _fuse_qkv(block, kind, found):
-    """timm's fused `qkv` from a block's separate projections, checked."""
-    if len(found) != 3:
-        missing = [part for part in ("query", "key", "value") if part not in found]
-        raise ValueError(
-            f"block {block} has {sorted(key for key, _ in found.values())} but lacks its "
-            f"attention {missing} {kind}; expected the query, key and value projections of every block."
-        )
-    parts = [found[part] for part in ("query", "key", "value")]
-    for key, value in parts:
-        _require_ndim(key, value, (2,) if kind == "weight" else (1,),
-                      "an (out, in) Linear weight" if kind == "weight" else "a 1-D bias")
-    shapes = {key: tuple(value.shape) for key, value in parts}
-    if len(set(shapes.values())) != 1:
-        raise ValueError(
-            f"the attention query, key and value {kind}s of block {block} differ in shape; "
-            f"expected three equal shapes. Received: {shapes}"
-        )
-    return np.concatenate([value for _, value in parts], axis=0)
-
-
 def convert_transformers_vit(arrays):
     """A transformers ViT or DeiT state dict into keras_vit weight paths.
 
@@ -128,7 +105,7 @@ def convert_transformers_vit(arrays):
         else:
             timm_arrays[target] = value
     for (block, kind), found in parts.items():
-        timm_arrays[f"blocks.{block}.attn.qkv.{kind}"] = _fuse_qkv(block, kind, found)
+        timm_arrays[f"blocks.{block}.attn.qkv.{kind}"] = fuse_qkv(f"block {block}", kind, found)
     weights, position, timm_unused = convert_timm(timm_arrays)
     unused.update(timm_unused)
     if "weight" in pooler:

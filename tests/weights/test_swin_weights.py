@@ -424,7 +424,7 @@ _BLOCK = "swin.encoder.layers.1.blocks.0.attention.self"
          rf"entry '{_BLOCK}.{{query,key,value}}.weight' does not fit the model's "
          r"'stage_1_block_0/attention/qkv/kernel': expected shape \(64, 64\).*Received: shape=\(16, 16\)"),
         (lambda a: a.update({f"{_BLOCK}.key.weight": np.zeros((64, 32), "float32")}),
-         r"the attention query, key and value weights of layers.1.blocks.0 differ in shape; expected "
+         r"the attention query, key and value weights of block layers.1.blocks.0 differ in shape; expected "
          r"three equal shapes. Received: \{.*'swin.encoder.layers.1.blocks.0.attention.self.key.weight': \(64, 32\)"),
         (lambda a: a.pop(f"{_BLOCK}.value.bias"),
          r"block layers.1.blocks.0 has \['swin.*key.bias', 'swin.*query.bias'\] but lacks its attention "

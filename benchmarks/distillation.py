@@ -341,13 +341,18 @@ def parse_args(argv=None):
             args.model_kwargs = None
         if not isinstance(args.model_kwargs, dict):
             parser.error("--model_kwargs must be a JSON object.")
+    check_source_and_workdir(parser, args)
+    return args
+
+
+def check_source_and_workdir(parser, args):
+    """Errors (exit 2) for a `--source_dir` without Fashion-MNIST files or a used `--workdir`."""
     if not os.path.isfile(os.path.join(args.source_dir, "train-images-idx3-ubyte.gz")):
         parser.error(f"--source_dir holds no train-images-idx3-ubyte.gz (install the Debian package "
                      f"dataset-fashion-mnist, or point it at IDX files). Received: source_dir={args.source_dir!r}")
     if args.workdir is not None and os.path.isdir(args.workdir) and os.listdir(args.workdir):
         parser.error(f"--workdir must be empty or new (earlier runs there would be resumed, not retrained). "
                      f"Received: workdir={args.workdir!r}")
-    return args
 
 
 def student_rows(model_kwargs, teacher_path, name):

@@ -23,7 +23,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from benchmarks.distillation import machine, run_student, scaled_schedule, write_idx  # noqa: E402
+from benchmarks.distillation import check_source_and_workdir, machine, run_student, scaled_schedule, write_idx  # noqa: E402
 from benchmarks.reporting import write_atomic  # noqa: E402
 from train.configs import get_config  # noqa: E402
 from train.data import FASHION_MNIST_DIR, read_idx  # noqa: E402
@@ -127,12 +127,23 @@ def make_parser(doc, name, seeds="0,1"):
 
 def check_arguments(parser, args):
     """Errors (exit 2) for a source without Fashion-MNIST files or a used workdir."""
-    if not os.path.isfile(os.path.join(args.source_dir, "train-images-idx3-ubyte.gz")):
-        parser.error(f"--source_dir holds no train-images-idx3-ubyte.gz (install the Debian package "
-                     f"dataset-fashion-mnist, or point it at IDX files). Received: source_dir={args.source_dir!r}")
-    if args.workdir is not None and os.path.isdir(args.workdir) and os.listdir(args.workdir):
-        parser.error(f"--workdir must be empty or new (earlier runs there would be resumed, not retrained). "
-                     f"Received: workdir={args.workdir!r}")
+    check_source_and_workdir(parser, args)
+
+
+def add_vit_convit_arguments(parser):
+    """`--num_gpsa_layers` and `--initialization` of the scripts that compare ViT with ConViT."""
+    parser.add_argument("--num_gpsa_layers", type=int, default=None,
+                        help="ConViT's GPSA blocks (default: all but the last block)")
+    parser.add_argument("--initialization", choices=("vit", "deit"), default="deit",
+                        help="both models' initialization (default deit)")
+
+
+def vit_convit_kwargs(args):
+    """Builder arguments `(vit, convit)` of a same-width ViT and ConViT (`add_vit_convit_arguments`)."""
+    base = dict(PRESET_MODEL, **(TINY_MODEL if args.tiny else {}), **(args.model_kwargs or {}))
+    gpsa = args.num_gpsa_layers if args.num_gpsa_layers is not None else base["num_layers"] - 1
+    shared = dict(initialization=args.initialization, preprocessing="imagenet")
+    return dict(base, **shared), dict(base, **shared, num_gpsa_layers=gpsa)
 
 
 @contextlib.contextmanager

@@ -50,10 +50,7 @@ def parse_args(argv=None):
     parser.add_argument("--epochs", type=common.positive("epochs"), default=10)
     parser.add_argument("--analysis_images", type=common.positive("analysis_images"), default=256,
                         help="test images the nonlocality is averaged over (default 256)")
-    parser.add_argument("--num_gpsa_layers", type=int, default=None,
-                        help="ConViT's GPSA blocks (default: all but the last block)")
-    parser.add_argument("--initialization", choices=("vit", "deit"), default="deit",
-                        help="both models' initialization (default deit)")
+    common.add_vit_convit_arguments(parser)
     args = parser.parse_args(argv)
     common.check_arguments(parser, args)
     return args
@@ -61,11 +58,9 @@ def parse_args(argv=None):
 
 def runs_of(args):
     """`[(name, builder, builder arguments, analyses)]` of the models asked for."""
-    base = dict(common.PRESET_MODEL, **(common.TINY_MODEL if args.tiny else {}), **(args.model_kwargs or {}))
-    gpsa = args.num_gpsa_layers if args.num_gpsa_layers is not None else base["num_layers"] - 1
-    shared = dict(initialization=args.initialization, preprocessing="imagenet")
-    runs = {"convit": ("ConViT", "ConViT", dict(base, **shared, num_gpsa_layers=gpsa), "gates,nonlocality"),
-            "vit": ("ViT", "VisionTransformer", dict(base, **shared), "nonlocality")}
+    vit, convit = common.vit_convit_kwargs(args)
+    runs = {"convit": ("ConViT", "ConViT", convit, "gates,nonlocality"),
+            "vit": ("ViT", "VisionTransformer", vit, "nonlocality")}
     return [runs[name] for name in args.models]
 
 

@@ -58,10 +58,7 @@ def parse_args(argv=None):
     parser.add_argument("--steps", type=common.positive("steps"), default=None,
                         help="run length in steps (replaces --epochs)")
     parser.add_argument("--test_size", type=common.positive("test_size"), default=common.FULL_TEST_SIZE)
-    parser.add_argument("--num_gpsa_layers", type=int, default=None,
-                        help="ConViT's GPSA blocks (default: all but the last block)")
-    parser.add_argument("--initialization", choices=("vit", "deit"), default="deit",
-                        help="both models' initialization (default deit)")
+    common.add_vit_convit_arguments(parser)
     args = parser.parse_args(argv)
     try:
         args.fractions = [float(f) for f in args.fractions.split(",")]
@@ -75,13 +72,8 @@ def parse_args(argv=None):
 
 def model_kwargs(args):
     """`{name: (builder, builder arguments)}` of the two models."""
-    base = dict(common.PRESET_MODEL, **(common.TINY_MODEL if args.tiny else {}), **(args.model_kwargs or {}))
-    gpsa = args.num_gpsa_layers if args.num_gpsa_layers is not None else base["num_layers"] - 1
-    shared = dict(initialization=args.initialization, preprocessing="imagenet")
-    return {
-        "ViT": ("VisionTransformer", dict(base, **shared)),
-        "ConViT": ("ConViT", dict(base, **shared, num_gpsa_layers=gpsa)),
-    }
+    vit, convit = common.vit_convit_kwargs(args)
+    return {"ViT": ("VisionTransformer", vit), "ConViT": ("ConViT", convit)}
 
 
 def table(rows, seeds):

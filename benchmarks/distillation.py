@@ -57,6 +57,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
+from benchmarks import reporting  # noqa: E402
 from benchmarks.reporting import write_atomic  # noqa: E402
 from train.configs import get_config  # noqa: E402
 from train.data import FASHION_MNIST_DIR, read_idx  # noqa: E402
@@ -253,12 +254,7 @@ def table(teacher, rows, seeds):
 
 def replace_section(text, section):
     """`text` (BENCHMARKS.md) with its `SECTION` replaced by `section`, or `section` appended."""
-    start = text.find("\n" + SECTION + "\n")
-    if start < 0:
-        return text.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
-    end = text.find("\n## ", start + len(SECTION))
-    after = "" if end < 0 else "\n\n" + text[end + 1:]
-    return text[: start + 1] + section.rstrip("\n") + ("\n" if end < 0 else after)
+    return reporting.replace_section(text, SECTION, section)
 
 
 def describe(argv, seeds, preset, model_kwargs, teacher, token_row, **run):

@@ -57,3 +57,19 @@ def write_atomic(path, text):
     with open(tmp, "w") as f:
         f.write(text + "\n")
     os.replace(tmp, path)
+
+
+def replace_section(text, heading, body):
+    """`text` (Markdown) with the section under the `heading` line replaced by `body`, or `body` appended.
+
+    A section runs from its `## ` heading to the next `## ` heading or the end;
+    `body` starts with the heading itself.
+    """
+    padded = "\n" + text  # a heading on the first line is found like any other
+    start = padded.find("\n" + heading + "\n")
+    if start < 0:
+        return text.rstrip("\n") + "\n\n" + body.rstrip("\n") + "\n"
+    end = padded.find("\n## ", start + len(heading) + 1)
+    after = "" if end < 0 else "\n\n" + padded[end + 1:]
+    return padded[1 : start + 1] + body.rstrip("\n") + ("\n" if end < 0 else after)
+

@@ -40,7 +40,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from benchmarks.bench import TIMM_NAMES  # noqa: E402
-from benchmarks.reporting import emit_result, rate, run_measurement, write_atomic  # noqa: E402
+from benchmarks.reporting import emit_result, rate, replace_section, run_measurement, write_atomic  # noqa: E402
 
 PATHS = ("keras_xla", "keras_xla_bf16", "tf_bf16", "tf_fp32", "saved_model", "litert_fp32", "litert_dynamic",
          "litert_int8", "timm_fp32", "timm_bf16")
@@ -158,13 +158,7 @@ def write_section(path, command, text):
     date = datetime.date.today().isoformat()
     body = f"{SECTION}\n\nCommand: `{command}`\nDate: {date}.\n\n{text}\n"
     old = open(path).read() if os.path.exists(path) else ""
-    if SECTION in old:
-        start = old.index(SECTION)
-        following = old.find("\n## ", start + len(SECTION))
-        new = old[:start] + body + (old[following + 1:] if following != -1 else "")
-    else:
-        new = old.rstrip("\n") + "\n\n" + body
-    write_atomic(path, new.rstrip("\n"))
+    write_atomic(path, replace_section(old, SECTION, body).rstrip("\n"))
 
 
 def main(argv=None):

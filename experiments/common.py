@@ -24,7 +24,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 
 from benchmarks.distillation import check_source_and_workdir, machine, run_student, scaled_schedule, write_idx  # noqa: E402
-from benchmarks.reporting import write_atomic  # noqa: E402
+from benchmarks.reporting import replace_section, write_atomic  # noqa: E402
 from train.configs import get_config  # noqa: E402
 from train.data import FASHION_MNIST_DIR, read_idx  # noqa: E402
 
@@ -353,24 +353,13 @@ def section(title, script, argv, notes, table, figures, markdown_path, minutes):
     ])
 
 
-def replace_section(text, title, body):
-    """`text` with its `## title` section replaced by `body`, or `body` appended."""
-    heading = f"## {title}"
-    start = text.find("\n" + heading + "\n")
-    if start < 0:
-        return text.rstrip("\n") + "\n\n" + body.rstrip("\n") + "\n"
-    end = text.find("\n## ", start + len(heading) + 1)
-    after = "" if end < 0 else "\n\n" + text[end + 1:]
-    return text[: start + 1] + body.rstrip("\n") + ("\n" if end < 0 else after)
-
-
 def write_section(path, title, body):
     """Replaces (or appends) the `## title` section of the Markdown file `path`, created with `HEADER` if absent."""
     text = HEADER + "\n"
     if os.path.isfile(path):
         with open(path) as f:
             text = f.read()
-    write_atomic(path, replace_section(text, title, body).rstrip("\n"))
+    write_atomic(path, replace_section(text, f"## {title}", body).rstrip("\n"))
 
 
 def report(args, script, title, argv, notes, table, figures, started):

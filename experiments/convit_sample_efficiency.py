@@ -12,7 +12,7 @@ Setup: a class-balanced fraction f of the Fashion-MNIST training split
 `--workdir`) and the whole test split. Two models of the same width, trained by
 `train/main.py` with identical flags and seeds:
 
-- ViT: the `default` preset's (7x7 patches, width 96, 6 blocks, 4 heads, MLP 192);
+- ViT: the `fashion_mnist_vit` preset's (7x7 patches, width 96, 6 blocks, 4 heads, MLP 192);
 - ConViT: the same sizes, its first `--num_gpsa_layers` (default 5 of 6, as
   ConViT-S's 10 of 12) blocks GPSA, the class token inserted after them.
 
@@ -125,7 +125,7 @@ def notes(args, kwargs, steps, batch_size, parameters, test_size):
                           for name, (builder, arguments) in kwargs.items())
     warmup, ema = common.scaled_schedule(steps)
     return (f"Data: class-balanced fractions of the Fashion-MNIST training split, the first {test_size} test images. "
-            f"Models: {described}. Recipe: the `default` preset's ({common.PRESET.optimizer} "
+            f"Models: {described}. Recipe: the `fashion_mnist_vit` preset's ({common.PRESET.optimizer} "
             f"{common.PRESET.learning_rate}, wd {common.PRESET.weight_decay}, clipping {common.PRESET.clip_norm}, "
             f"label smoothing {common.PRESET.label_smoothing}, augmentation `{common.PRESET.augmentation}`), batch "
             f"{batch_size}, {steps} steps at every fraction (the same images seen, as ConViT Sec. 4.2; each slice "

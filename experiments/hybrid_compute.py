@@ -11,7 +11,7 @@ see a 4x4 grid of 16 tokens: the ViT cuts 8x8-pixel patches; the hybrid runs
 the BiT ResNet root (7x7 convolution of stride 2 and a stride-2 max-pool, 64
 channels; plus the stages of `--hybrid_stages`, default none) and cuts the 8x8
 feature map into 2x2 patches. The transformer sizes come from `SIZES`
-(`--sizes`, default XS, S, M; M is the `default` preset's: width 96, 6 blocks,
+(`--sizes`, default XS, S, M; M is the `fashion_mnist_vit` preset's: width 96, 6 blocks,
 4 heads, MLP 192). Every run has the preset's recipe and length (`--epochs`,
 default 10, on a class-balanced `--train_size`, default all 60,000), the same
 flags and seeds.
@@ -42,7 +42,7 @@ from experiments import common  # noqa: E402
 
 NAME = "hybrid_compute"
 TITLE = "ViT Fig. 5 in miniature: accuracy against training compute, ViT and hybrid"
-# Transformer sizes; M is the `default` preset's.
+# Transformer sizes; M is the `fashion_mnist_vit` preset's.
 SIZES = {
     "XS": dict(hidden_size=48, num_layers=3, num_heads=4, mlp_dim=96),
     "S": dict(hidden_size=64, num_layers=4, num_heads=4, mlp_dim=128),
@@ -145,7 +145,7 @@ def notes(args, rows, steps, batch_size, train_size, test_size):
     warmup, ema = common.scaled_schedule(steps)
     return (f"Data: a class-balanced {train_size} of the Fashion-MNIST training images and the first {test_size} test "
             f"images, resized to {args.image_size}x{args.image_size}. Models (VisionTransformer): {described}. "
-            f"Recipe: the `default` preset's, batch {batch_size}, {steps} steps, warmup {warmup}, EMA decay {ema}; "
+            f"Recipe: the `fashion_mnist_vit` preset's, batch {batch_size}, {steps} steps, warmup {warmup}, EMA decay {ema}; "
             f"seeds {', '.join(map(str, args.seeds))}, the same for every model. Training FLOPs: 6 x the analytic "
             "forward MACs per image (`benchmarks/flops.py`) x the images seen; training seconds: `summary.json`'s "
             "`train_seconds` (fit, compilation in the first epoch included).")

@@ -10,7 +10,7 @@ the same seeds, should reach the same test accuracy within seed noise.
 
 Setup: a class-balanced `--train_size` (default 6,000) of the Fashion-MNIST
 training split, the first `--test_size` (default 10,000) test images; the
-`default` preset's sizes (7x7 patches, width 96, 6 blocks, 4 heads, MLP 192;
+`fashion_mnist_vit` preset's sizes (7x7 patches, width 96, 6 blocks, 4 heads, MLP 192;
 ConViT: `--num_gpsa_layers`, default 5, GPSA blocks, timm's
 `local_up_to_layer`) and recipe: AdamW 1e-3 (decoupled weight decay 0.05
 multiplied by the learning rate, as both frameworks do; not on biases, norms,
@@ -242,7 +242,7 @@ def figure(rows, path):
 def notes(args, steps, batch_size, train_size, test_size, described, torch, timm):
     warmup, ema = common.scaled_schedule(steps)
     return (f"Data: a class-balanced {train_size} of the Fashion-MNIST training images, the first {test_size} test "
-            f"images. Models: {described}. Recipe (both frameworks): the `default` preset's "
+            f"images. Models: {described}. Recipe (both frameworks): the `fashion_mnist_vit` preset's "
             f"({common.PRESET.optimizer} {common.PRESET.learning_rate}, wd {common.PRESET.weight_decay}, clipping "
             f"{common.PRESET.clip_norm}, label smoothing {common.PRESET.label_smoothing}, augmentation "
             f"`{common.PRESET.augmentation}`), batch {batch_size}, {steps} steps, warmup {warmup}, EMA decay {ema}; "

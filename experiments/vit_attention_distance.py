@@ -8,7 +8,7 @@ already attend across the image, and the attention distance grows with depth;
 (centre) the learned position embeddings encode the 2D layout: an embedding is
 most similar to those of its own row and column and of nearby patches.
 
-Setup: the `default` preset's ViT (7x7 patches on 28x28 images: a 4x4 grid;
+Setup: the `fashion_mnist_vit` preset's ViT (7x7 patches on 28x28 images: a 4x4 grid;
 width 96, 6 blocks, 4 heads, MLP 192; the ViT authors' initialization unless
 `--initialization=deit`), trained by `train/main.py` with the preset's recipe
 on a class-balanced `--train_size` (default all 60,000) of Fashion-MNIST for
@@ -135,7 +135,7 @@ def notes(args, kwargs, steps, batch_size, train_size, test_size, attention_imag
     warmup, ema = common.scaled_schedule(steps)
     return (f"Data: a class-balanced {train_size} of the Fashion-MNIST training images, the first {test_size} test "
             f"images. Model: ViT, " + ", ".join(f"{k} {v}" for k, v in kwargs.items()) +
-            f". Recipe: the `default` preset's, batch {batch_size}, {steps} steps, warmup {warmup}, EMA decay {ema}; "
+            f". Recipe: the `fashion_mnist_vit` preset's, batch {batch_size}, {steps} steps, warmup {warmup}, EMA decay {ema}; "
             f"seeds {', '.join(map(str, args.seeds))} (values averaged over them). After training: the exported "
             f"model (EMA weights), its attention distance over the first {attention_images} test images; at "
             "initialization and over training: the trainer's `--log_analysis` history "

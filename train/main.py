@@ -5,10 +5,15 @@ Every field of `train.configs.TrainConfig` is a flag that overrides the preset;
 `--model_kwargs` takes JSON (e.g. '{"patch_size": 4}').
 """
 
-import dataclasses
-import json
-import os
-import sys
+import time
+
+# The summary's wall time counts from here: process start, before TensorFlow and Keras load.
+_START = time.monotonic()
+
+import dataclasses  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
 
 # `python train/main.py` puts train/ on sys.path; the trainer's modules import
 # as `train.*`, so the repository root goes there too.
@@ -75,6 +80,12 @@ def config_from_flags():
             value = {**config.model_kwargs, **parse_model_kwargs(value)}
         setattr(config, field.name, value)
     return config
+
+
+def format_duration(seconds):
+    """`seconds` as "9 min 41 s" (or "41 s")."""
+    minutes, seconds = divmod(round(seconds), 60)
+    return f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
 
 
 def describe_os_error(error, workdir):
@@ -152,6 +163,7 @@ def main(argv):
         f"  test accuracy     {summary['accuracy']:.4f}\n"
         f"  training speed    {speed}\n"
         f"  steps             {summary['step']} (resumed from {summary['resumed_from_step']})\n"
+        f"  wall time         {format_duration(time.monotonic() - _START)} (process start to exported SavedModel)\n"
         f"  skipped images    {summary['skipped_images']}\n"
         f"  model             {summary['model_path']}\n"
         f"  SavedModel        {summary['saved_model_path']} (serve: uint8 images -> probabilities)\n"

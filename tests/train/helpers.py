@@ -60,9 +60,12 @@ def make_image_folder(root, per_class=12, size=20, corrupt=0):
 
 
 def tiny_flags(workdir, data_dir, *extra):
-    """Flags of a run that takes seconds: the tiny ViT on 16 x 16 IDX images."""
+    """Flags of a run that takes seconds: the tiny ViT on 16 x 16 IDX images.
+
+    The plain-ViT preset (`default`'s is a hybrid): a later `--config` flag wins.
+    """
     return (
-        f"--workdir={workdir}", "--dataset=fashion_mnist", f"--data_dir={data_dir}",
+        f"--workdir={workdir}", "--config=fashion_mnist_vit", "--dataset=fashion_mnist", f"--data_dir={data_dir}",
         "--image_size=16", "--batch_size=32", f"--model_kwargs={TINY_MODEL}",
         "--warmup_steps=2", "--jit_compile=false", *extra,
     )

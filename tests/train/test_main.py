@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -53,10 +54,18 @@ def test_default_path_trains_evaluates_and_exports(tmp_path, idx_dir):
     import tensorflow as tf
 
     workdir = tmp_path / "run"
+    started = time.monotonic()
     result = run_main(*tiny_flags(workdir, idx_dir, "--epochs=3", "--ema_decay=0.9", "--learning_rate=3e-3",
                                   "--steps_per_execution=4"))
+    elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stderr[-3000:]
     assert "test accuracy" in result.stdout and "images/s" in result.stdout
+    # The summary's wall time covers the process up to the export: at most the
+    # subprocess's own duration, and more than the few seconds TensorFlow takes to import.
+    wall = re.search(r"wall time +(?:(\d+) min )?(\d+) s \(process start to exported SavedModel\)", result.stdout)
+    assert wall, result.stdout[-2000:]
+    wall_seconds = 60 * int(wall.group(1) or 0) + int(wall.group(2))
+    assert 3 <= wall_seconds <= elapsed + 1
     summary = json.loads((workdir / "summary.json").read_text())
     assert summary["step"] == 24 and summary["accuracy"] > 0.5  # 4 learnable classes
     # 8 steps an epoch in executions of 4: the speed counts steps, not callback calls.
@@ -85,6 +94,26 @@ def test_default_path_trains_evaluates_and_exports(tmp_path, idx_dir):
     for a, b in zip(exported, ema):
         np.testing.assert_allclose(a, b, atol=1e-6)
     assert not [f for f in os.listdir(workdir) if ".tmp" in f]
+
+
+def test_default_preset_is_the_hybrid_on_32_pixel_images(tmp_path, idx_dir):
+    # The README's command without flags: the preset's model and size, with the
+    # transformer shrunk and a few steps (the preset's BiT root stays as it is).
+    workdir = tmp_path / "run"
+    tiny_transformer = '{"hidden_size": 16, "num_layers": 1, "num_heads": 2, "mlp_dim": 32}'
+    result = run_main(f"--workdir={workdir}", "--dataset=fashion_mnist", f"--data_dir={idx_dir}",
+                      "--batch_size=32", "--steps=4", "--warmup_steps=2", "--jit_compile=false",
+                      f"--model_kwargs={tiny_transformer}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    config = json.loads((workdir / "config.json").read_text())
+    assert config["image_size"] == 32 and config["model_kwargs"]["resnet_stages"] == []
+    model = keras.models.load_model(str(workdir / "model.keras"))
+    assert tuple(model.input_shape) == (None, 32, 32, 1)
+    root = model.get_layer("conv_root")
+    assert root.kernel.shape == (7, 7, 1, 64) and root.strides == (2, 2)
+    # 32 px -> root stride 4 -> an 8x8 map -> 2x2 patches: 16 tokens and the class token.
+    assert model.get_layer("patch_encoder").output.shape[1:] == (16, 16)
+    assert model.get_layer("class_token").output.shape[1] == 17
 
 
 def test_image_folder_with_a_corrupt_file_and_sgd_linear(tmp_path):

@@ -10,7 +10,7 @@ def get_config(name="default"):
     """Returns a fresh, deep copy of the named preset: editing it leaves `PRESETS` alone.
 
     Args:
-        name: str. One of `PRESETS` (`default`, `vit_pretrain`, `vit_imagenet`,
+        name: str. One of `PRESETS` (`default`, `fashion_mnist_vit`, `vit_pretrain`, `vit_imagenet`,
             `vit_finetune`, `deit`, `convit`, `swin`).
     """
     if name not in PRESETS:

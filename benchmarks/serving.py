@@ -15,6 +15,7 @@ median of `--steps` timed calls:
 | tf_fp32 | float32, TensorFlow's graph without XLA |
 | saved_model | `train/export.py`'s SavedModel as a server loads it (`tf.saved_model.load`, uint8 in) |
 | litert_fp32 / litert_dynamic / litert_int8 | `keras_vit.export.litert` files, run by the LiteRT interpreter with every core |
+| openvino_fp32 / openvino_bf16 | the `keras_vit.export.openvino` file (batch size fixed), compiled by OpenVINO for the CPU in float32 or bfloat16 (AMX/AVX512-BF16 kernels where the CPU has them) |
 | timm_fp32 / timm_bf16 | timm's model in `torch.inference_mode()`, the second under `torch.autocast("cpu", torch.bfloat16)` |
 
 The TensorFlow paths need the TensorFlow backend (the default here). The table
@@ -43,7 +44,7 @@ from benchmarks.bench import TIMM_NAMES  # noqa: E402
 from benchmarks.reporting import emit_result, rate, replace_section, run_measurement, write_atomic  # noqa: E402
 
 PATHS = ("keras_xla", "keras_xla_bf16", "tf_bf16", "tf_fp32", "saved_model", "litert_fp32", "litert_dynamic",
-         "litert_int8", "timm_fp32", "timm_bf16")
+         "litert_int8", "openvino_fp32", "openvino_bf16", "timm_fp32", "timm_bf16")
 SECTION = "## CPU serving: every inference path vs timm"
 
 
@@ -119,6 +120,12 @@ def run_path(path, variant, batch_size, steps, image_size=224):
             return _timed(lambda: served.serve(batch).numpy(), steps)
         from keras_vit import export
 
+        if path.startswith("openvino"):
+            # A fixed batch: OpenVINO then plans every shape once (with a free batch it
+            # computes shapes and broadcasts at run time: 1.6x slower for ViT-Ti/16 here).
+            file = export.openvino(model, os.path.join(folder, "model.xml"), batch_size=batch_size)
+            compiled = export.openvino_compiled(file, precision=path.rpartition("_")[2].replace("fp32", "f32"))
+            return _timed(lambda: export.openvino_predict(compiled, images), steps)
         quantize = {"litert_fp32": None, "litert_dynamic": "dynamic", "litert_int8": "int8"}[path]
         file = os.path.join(folder, "model.tflite")
         # Calibration on other random images: speed does not depend on the ranges found.

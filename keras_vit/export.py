@@ -1,4 +1,8 @@
-"""Export to LiteRT (`.tflite`), float or quantized, and running the file.
+"""Export to LiteRT (`.tflite`), float or quantized, and to OpenVINO; and running the files.
+
+`openvino` writes an OpenVINO model (`.xml` + `.bin`, float32 weights) for serving
+on x86 CPUs; `openvino_compiled` compiles it in float32 or bfloat16 (OpenVINO's
+kernels use AMX and AVX512-BF16 where the CPU has them), `openvino_predict` runs it.
 
 `litert` converts a model with TensorFlow's LiteRT converter to builtin LiteRT ops
 only, so the file runs in the standalone `ai-edge-litert` interpreter (no
@@ -30,6 +34,7 @@ the file has a fixed batch size (`batch_size`, 1 by default); full-integer
 it): export under TensorFlow from the `.keras` file instead.
 """
 
+import os
 import tempfile
 
 import keras
@@ -228,7 +233,15 @@ def _float_config(config):
 
 
 def _tensorflow_converter(model, input_shape, workdir):
-    """A converter from a SavedModel of `model`'s inference call."""
+    """A LiteRT converter from a SavedModel of `model`'s inference call."""
+    import tensorflow as tf
+
+    _write_saved_model(model, input_shape, workdir)
+    return tf.lite.TFLiteConverter.from_saved_model(workdir)
+
+
+def _write_saved_model(model, input_shape, workdir):
+    """Writes a SavedModel of `model`'s inference call (`serve`) into `workdir` (TensorFlow backend)."""
     import tensorflow as tf
 
     archive = keras.export.ExportArchive()
@@ -239,11 +252,18 @@ def _tensorflow_converter(model, input_shape, workdir):
         input_signature=[tf.TensorSpec(input_shape, model.inputs[0].dtype, name="images")],
     )
     archive.write_out(workdir, verbose=False)
-    return tf.lite.TFLiteConverter.from_saved_model(workdir)
 
 
 def _jax_converter(model, input_shape):
-    """A converter from `model`'s inference call lowered by jax2tf, weights as constants.
+    """A LiteRT converter from `model`'s inference call lowered by jax2tf (`_jax_function`)."""
+    import tensorflow as tf
+
+    function = _jax_function(model, input_shape)
+    return tf.lite.TFLiteConverter.from_concrete_functions([function.get_concrete_function()])
+
+
+def _jax_function(model, input_shape):
+    """`model`'s inference call lowered by jax2tf into a `tf.function`, weights as constants.
 
     The weights are closed over rather than passed as variables: a model's
     variables include uint32 random-generator states, which LiteRT's variable
@@ -259,12 +279,11 @@ def _jax_converter(model, input_shape):
         outputs, _ = model.stateless_call(trainable, non_trainable, images, training=False)
         return outputs
 
-    function = tf.function(
+    return tf.function(
         jax2tf.convert(infer, with_gradient=False),
         input_signature=[tf.TensorSpec(input_shape, model.inputs[0].dtype, name="images")],
         autograph=False,
     )
-    return tf.lite.TFLiteConverter.from_concrete_functions([function.get_concrete_function()])
 
 
 def _calibration_batches(data, input_shape):
@@ -343,3 +362,151 @@ def litert_predict(interpreter, images):
         interpreter.invoke()
         outputs.append(interpreter.get_tensor(output_detail["index"])[:count])
     return np.concatenate(outputs)
+
+
+# ---- OpenVINO -----------------------------------------------------------------------------
+
+# Inference precisions of `openvino_compiled`: OpenVINO's `INFERENCE_PRECISION_HINT`.
+OPENVINO_PRECISIONS = (None, "f32", "bf16", "f16")
+
+
+def openvino(model, path, batch_size=None):
+    """Writes `model` as an OpenVINO model (IR): `path` (`.xml`) and its weights beside it (`.bin`).
+
+    OpenVINO (`pip install openvino`, the `openvino` extra) converts the
+    model's inference call, traced into a SavedModel, to its own graph with
+    float32 weights; this needs Keras on TensorFlow (from JAX, save the model
+    as `.keras` and export it from a TensorFlow process). The
+    precision it runs in is chosen when the file is compiled
+    (`openvino_compiled`): float32, or bfloat16 on CPUs with AMX or AVX512-BF16
+    (OpenVINO's own kernels, which use those units). Both files are written into
+    a temporary folder beside `path` and renamed onto their names, the `.xml`
+    last.
+
+    Args:
+        model: A built single-input Keras model, float or quantized by
+            `model.quantize("int8")` (then exported with its int8 weights
+            dequantized to float32).
+        path: str. The `.xml` file to write; the weights go to the same name
+            with `.bin`. Both are replaced if they exist.
+        batch_size: int or None. Batch dimension of the input; `None` leaves
+            it free. Defaults to `None`.
+
+    Returns:
+        str. `path`.
+    """
+    path = str(path)
+    if not path.endswith(".xml"):
+        raise ValueError(
+            "An OpenVINO model is an `.xml` file with its weights in a `.bin` file "
+            f"beside it: `path` must end in `.xml`. Received: path={path!r}"
+        )
+    if batch_size is not None and (
+        isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
+    ):
+        raise ValueError(
+            f"`batch_size` must be a positive integer or None. Received: batch_size={batch_size!r}"
+        )
+    backend = keras.backend.backend()
+    if backend != "tensorflow":
+        # From JAX, jax2tf's graphs hold the model as one StableHLO call (XlaCallModule),
+        # which OpenVINO's TensorFlow reader cannot convert, and OpenVINO's own JAX
+        # reader fails on ops these models use (openvino 2026.4).
+        raise ValueError(
+            "OpenVINO export reads the model through TensorFlow: save it as `.keras`, load it "
+            f"under KERAS_BACKEND=tensorflow and export there. Received: backend={backend!r}"
+        )
+    if len(model.inputs) != 1:
+        raise ValueError(
+            "OpenVINO export takes a model with one image input. "
+            f"Received: a model with {len(model.inputs)} inputs"
+        )
+    ov = _import_openvino()
+    if keras_quantization_mode(model) == "int8":
+        model = dequantized_copy(model)
+    input_shape = (batch_size, *model.input_shape[1:])
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".tmp-openvino-") as workdir:
+        saved_model = os.path.join(workdir, "saved_model")
+        _write_saved_model(model, input_shape, saved_model)
+        converted = ov.convert_model(saved_model)
+        staged = os.path.join(workdir, "model.xml")
+        # Keep float32 weights: the precision is chosen at compile time.
+        ov.save_model(converted, staged, compress_to_fp16=False)
+        # The .xml names no weights file (OpenVINO reads the .bin of the same
+        # name), so it goes last: a reader never sees new graph with old weights.
+        os.replace(staged[:-4] + ".bin", path[:-4] + ".bin")
+        os.replace(staged, path)
+    return path
+
+
+def openvino_compiled(path, precision=None, num_threads=None):
+    """Compiles an OpenVINO model (from `openvino`) for this machine's CPU.
+
+    Args:
+        path: str. The `.xml` file.
+        precision: `None` (OpenVINO's choice: bfloat16 on CPUs with AMX, else
+            float32), `"f32"`, `"bf16"` (bfloat16 matrix products and
+            activations where the CPU has bf16 instructions) or `"f16"`.
+            Defaults to `None`.
+        num_threads: int or None. CPU threads; None for every core.
+
+    Returns:
+        An `openvino.CompiledModel`; `openvino_predict` runs it.
+    """
+    if precision not in OPENVINO_PRECISIONS:
+        raise ValueError(
+            f"`precision` must be one of {OPENVINO_PRECISIONS}. Received: precision={precision!r}"
+        )
+    if num_threads is not None and (
+        isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1
+    ):
+        raise ValueError(
+            f"`num_threads` must be a positive integer or None. Received: num_threads={num_threads!r}"
+        )
+    ov = _import_openvino()
+    config = {"PERFORMANCE_HINT": "LATENCY"}
+    if precision is not None:
+        config["INFERENCE_PRECISION_HINT"] = precision
+    if num_threads is not None:
+        config["INFERENCE_NUM_THREADS"] = num_threads
+    core = ov.Core()
+    return core.compile_model(core.read_model(str(path)), "CPU", config)
+
+
+def openvino_predict(compiled, images):
+    """Runs a single-input, single-output compiled OpenVINO model on a batch of images.
+
+    A model with a free batch dimension takes the whole batch at once; one with a
+    fixed batch size runs the images in chunks of it (the last one padded).
+
+    Args:
+        compiled: From `openvino_compiled`.
+        images: Array `(batch, height, width, channels)`.
+
+    Returns:
+        numpy array, the model's output for every image (float32).
+    """
+    images = np.asarray(images, dtype="float32")
+    batch = compiled.input(0).get_partial_shape()[0]
+    chunk = len(images) if batch.is_dynamic else batch.get_length()
+    outputs = []
+    for start in range(0, len(images), chunk):
+        part = images[start : start + chunk]
+        count = len(part)
+        if count < chunk:
+            part = np.concatenate([part, np.repeat(part[-1:], chunk - count, axis=0)])
+        outputs.append(np.asarray(compiled(part)[compiled.output(0)], dtype="float32")[:count])
+    return np.concatenate(outputs)
+
+
+def _import_openvino():
+    try:
+        import openvino
+    except ImportError:
+        raise ImportError(
+            "OpenVINO export and inference need the `openvino` package: "
+            "`pip install openvino` (or keras_vit's `openvino` extra)."
+        ) from None
+    return openvino

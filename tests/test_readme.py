@@ -3,6 +3,8 @@
 import pathlib
 import re
 
+import numpy as np
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -30,3 +32,5 @@ def test_readme_python_examples_run(tmp_path, monkeypatch):
     assert namespace["heat"].shape == (1, 96, 96) and namespace["gates"].shape == (10, 4)
     assert (tmp_path / "custom.keras").exists() and (tmp_path / "custom_savedmodel").is_dir()
     assert namespace["report"].resampled and "head/kernel" in dict(namespace["report"].skipped)
+    if namespace["keras"].config.backend() == "tensorflow":
+        assert namespace["ov_logits"].shape == (4, 10) and np.isfinite(namespace["ov_logits"]).all()

@@ -13,7 +13,7 @@ def test_cpu_description_names_the_bf16_features():
 def test_tiny_run_measures_each_path_and_writes_its_section(tmp_path, capsys):
     markdown = tmp_path / "BENCHMARKS.md"
     markdown.write_text("# Benchmarks\n\n## Other\n\nkept\n")
-    paths = "keras_xla,tf_bf16,saved_model,litert_fp32,litert_dynamic,timm_fp32,timm_bf16"
+    paths = "keras_xla,tf_bf16,saved_model,litert_fp32,litert_dynamic,openvino_bf16,timm_fp32,timm_bf16"
     results = serving.main(["--variants=ViT_Ti16", "--batch_sizes=2", "--image_size=32", "--steps=2",
                             f"--paths={paths}", "--write", f"--benchmarks_md={markdown}"])
     rows = results[("ViT_Ti16", 2)]

@@ -1,0 +1,124 @@
+"""keras_vit.export's OpenVINO path: the IR files, their outputs against Keras', and bad input."""
+
+import os
+
+import numpy as np
+import pytest
+
+import keras_vit
+import keras_vit.export
+from tests.test_export import BACKEND, FLOAT_ATOL, build, forward, relative_error, smooth_images
+
+# OpenVINO reads the model through TensorFlow; under JAX the export is refused (last test).
+tensorflow_only = pytest.mark.skipif(BACKEND != "tensorflow", reason="OpenVINO export needs Keras on TensorFlow")
+# `Model.quantize` warns once for every layer without weights to quantize.
+pytestmark = pytest.mark.filterwarnings("ignore:Layer .* does not have a `quantize` method")
+
+# bfloat16 keeps 8 bits of mantissa: each product's inputs are rounded by up to 2^-9
+# relative, and a few blocks compound that; 3% of the logits' spread bounds it here.
+BF16_RELATIVE = 0.03
+
+
+def export_and_run(model, tmp_path, images, precision="f32", **kwargs):
+    path = keras_vit.export.openvino(model, str(tmp_path / "model.xml"), **kwargs)
+    compiled = keras_vit.export.openvino_compiled(path, precision=precision)
+    return path, compiled, keras_vit.export.openvino_predict(compiled, images)
+
+
+@pytest.mark.parametrize("family", ["vit", "hybrid", "convit", "swin"])
+@tensorflow_only
+def test_float_model_computes_the_keras_outputs(family, tmp_path):
+    model = build(family)
+    images = smooth_images(model, 3)
+    expected = forward(model, images)
+    assert np.abs(expected).max() > 0.01
+    path, _, got = export_and_run(model, tmp_path, images)
+    assert path == str(tmp_path / "model.xml")
+    assert sorted(os.listdir(tmp_path)) == ["model.bin", "model.xml"]  # no temporary folder left
+    assert got.dtype == np.float32 and got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, atol=FLOAT_ATOL, rtol=0)
+
+
+@tensorflow_only
+def test_bfloat16_inference_stays_close_to_float(tmp_path):
+    model = build("vit")
+    images = smooth_images(model, 4)
+    expected = forward(model, images)
+    _, _, got = export_and_run(model, tmp_path, images, precision="bf16")
+    assert relative_error(got, expected) < BF16_RELATIVE
+
+
+@tensorflow_only
+def test_batch_size_is_free_unless_fixed(tmp_path):
+    model = build("vit")
+    images = smooth_images(model, 3)
+    expected = forward(model, images)
+    free = keras_vit.export.openvino(model, str(tmp_path / "free.xml"))
+    compiled = keras_vit.export.openvino_compiled(free, precision="f32")
+    assert compiled.input(0).get_partial_shape()[0].is_dynamic
+    for count in (1, 3):  # one compiled model, two batch sizes
+        np.testing.assert_allclose(keras_vit.export.openvino_predict(compiled, images[:count]), expected[:count],
+                                   atol=FLOAT_ATOL, rtol=0)
+    # A fixed batch of 2 runs 3 images as 2 + (1 padded to 2).
+    fixed = keras_vit.export.openvino(model, str(tmp_path / "fixed.xml"), batch_size=2)
+    compiled = keras_vit.export.openvino_compiled(fixed, precision="f32", num_threads=1)
+    assert list(compiled.input(0).get_shape()) == [2, 32, 32, 3]
+    np.testing.assert_allclose(keras_vit.export.openvino_predict(compiled, images), expected, atol=FLOAT_ATOL, rtol=0)
+
+
+@tensorflow_only
+def test_keras_int8_model_exports_its_dequantized_weights(tmp_path):
+    model = build("vit")
+    images = smooth_images(model, 3)
+    model.quantize("int8")
+    # The file holds the int8 kernels as float32; activations are not quantized in it.
+    expected = forward(keras_vit.export.dequantized_copy(model), images)
+    _, _, got = export_and_run(model, tmp_path, images)
+    np.testing.assert_allclose(got, expected, atol=FLOAT_ATOL, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda p: keras_vit.export.openvino(None, str(p / "model.onnx")),
+         r"`path` must end in `.xml`. Received: path='.*model.onnx'"),
+        (lambda p: keras_vit.export.openvino(None, str(p / "model.xml"), batch_size=0),
+         r"`batch_size` must be a positive integer or None. Received: batch_size=0"),
+        (lambda p: keras_vit.export.openvino_compiled(str(p / "model.xml"), precision="fp16"),
+         r"`precision` must be one of \(None, 'f32', 'bf16', 'f16'\). Received: precision='fp16'"),
+        (lambda p: keras_vit.export.openvino_compiled(str(p / "model.xml"), num_threads=0),
+         r"`num_threads` must be a positive integer or None. Received: num_threads=0"),
+    ],
+)
+def test_bad_arguments_are_refused_before_any_work(call, message, tmp_path):
+    with pytest.raises(ValueError, match=message):
+        call(tmp_path)
+    assert os.listdir(tmp_path) == []
+
+
+@tensorflow_only
+def test_a_failed_export_leaves_the_old_files_and_no_temporary_folder(tmp_path, monkeypatch):
+    model = build("vit")
+    (tmp_path / "model.xml").write_text("old graph")
+    (tmp_path / "model.bin").write_bytes(b"old weights")
+
+    def fail(source, target):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OSError, match="disk full"):
+        keras_vit.export.openvino(model, str(tmp_path / "model.xml"))
+    assert sorted(os.listdir(tmp_path)) == ["model.bin", "model.xml"]
+    assert (tmp_path / "model.xml").read_text() == "old graph"
+    assert (tmp_path / "model.bin").read_bytes() == b"old weights"
+
+
+
+def test_jax_backend_is_refused_with_the_way_out(tmp_path):
+    model = build("vit")
+    if BACKEND == "tensorflow":
+        assert keras_vit.export.openvino(model, str(tmp_path / "model.xml")).endswith("model.xml")
+        return
+    with pytest.raises(ValueError, match=r"load it under KERAS_BACKEND=tensorflow .* Received: backend='jax'"):
+        keras_vit.export.openvino(model, str(tmp_path / "model.xml"))
+    assert os.listdir(tmp_path) == []

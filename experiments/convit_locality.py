@@ -9,7 +9,7 @@ GPSA layers turn their gates down towards content attention and grow less local,
 while the first layer stays the most positional (Fig. 6); a ViT (DeiT) instead
 starts nonlocal and its early layers grow more local (Fig. 5).
 
-Setup: the same ConViT and ViT as `convit_sample_efficiency.py` (the `default`
+Setup: the same ConViT and ViT as `convit_sample_efficiency.py` (the `fashion_mnist_vit`
 preset's sizes: 7x7 patches, width 96, 6 blocks, 4 heads, MLP 192; ConViT with
 `--num_gpsa_layers`, default 5, GPSA blocks), trained by `train/main.py` on a
 class-balanced `--train_size` (default all 60,000) of Fashion-MNIST for
@@ -131,7 +131,7 @@ def notes(args, runs, steps, batch_size, train_size, test_size, analysis_images)
                           for name, builder, arguments, _ in runs)
     warmup, ema = common.scaled_schedule(steps)
     return (f"Data: a class-balanced {train_size} of the Fashion-MNIST training images; the analyses on the first "
-            f"{analysis_images} of the first {test_size} test images. Models: {described}. Recipe: the `default` "
+            f"{analysis_images} of the first {test_size} test images. Models: {described}. Recipe: the `fashion_mnist_vit` "
             f"preset's, batch {batch_size}, {steps} steps, warmup {warmup}, EMA decay {ema}; seeds "
             f"{', '.join(map(str, args.seeds))} (values averaged over them). Logged by `--log_analysis` before "
             "training and after every epoch (the trained weights, not the EMA). Gate: `sigma(lambda_h)`, 1 is "

@@ -115,3 +115,59 @@ def test_i21k_npz_with_pre_logits_loads_every_array(tmp_path):
     np.testing.assert_array_equal(to_numpy(model.get_layer("pre_logits").kernel), arrays["pre_logits/kernel"])
     q = arrays["Transformer/encoderblock_1/MultiHeadDotProductAttention_1/query/kernel"].reshape(32, 32)
     np.testing.assert_array_equal(to_numpy(model.get_layer("encoderblock_1").attention.qkv.kernel)[:, :32], q)
+
+
+def _parameter_gradients(model, images, weights):
+    """`{variable path: d sum(model(images) * weights) / d variable}` on the current backend."""
+    import keras
+
+    variables = model.trainable_variables
+    if keras.backend.backend() == "jax":
+        import jax
+
+        non_trainable = [v.value for v in model.non_trainable_variables]
+
+        def loss(values):
+            logits, _ = model.stateless_call(values, non_trainable, images, training=False)
+            return (logits * weights).sum()
+
+        grads = jax.grad(loss)([v.value for v in variables])
+    else:
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model(images, training=False) * weights)
+        grads = tape.gradient(loss, variables)
+    return {v.path: to_numpy(g) for v, g in zip(variables, grads)}
+
+
+def test_convit_gradients_match_timm(tmp_path):
+    # The GPSA gates, positional projections and the rest train as in timm: the same
+    # gradients for the same weights and loss (the equal logits alone would not show
+    # a stop-gradient or a detached parameter). Tolerance: float32 sums in another order.
+    import torch
+
+    reference = randomize_torch(timm_convit())
+    path = save_state_dict(tmp_path / "convit.safetensors", reference)
+    model = keras_vit.ConViT(**{**TINY, "num_layers": 3, "num_heads": 4}, num_gpsa_layers=2, preprocessing=None)
+    keras_vit.load_weights(model, path, strict=True)
+    rng = np.random.default_rng(0)
+    images = rng.uniform(0, 1, (2, 32, 32, 3)).astype("float32")
+    weights = rng.normal(size=(2, 10)).astype("float32")
+    ours = _parameter_gradients(model, images, weights)
+
+    reference.zero_grad()
+    logits = reference(torch.from_numpy(images.transpose(0, 3, 1, 2).copy()))
+    (logits * torch.from_numpy(weights)).sum().backward()
+    theirs = {name: p.grad.numpy() for name, p in reference.named_parameters()}
+    gates = sorted(path for path in ours if "gating" in path)
+    assert len(gates) == 2
+    for index, path in enumerate(gates):
+        expected = theirs[f"blocks.{index}.attn.gating_param"]
+        assert np.abs(expected).max() > 1e-4  # the gates do receive a gradient
+        np.testing.assert_allclose(ours[path].reshape(expected.shape), expected, atol=1e-5, rtol=1e-4)
+    # And every other parameter's gradient, compared by its norm (names differ between the two).
+    ours_norms = sorted(float(np.linalg.norm(g)) for g in ours.values())
+    theirs_norms = sorted(float(np.linalg.norm(g)) for g in theirs.values())
+    assert len(ours_norms) == len(theirs_norms)
+    np.testing.assert_allclose(ours_norms, theirs_norms, rtol=1e-4, atol=1e-6)

@@ -124,7 +124,10 @@ def run_path(path, variant, batch_size, steps, image_size=224):
             # A fixed batch: OpenVINO then plans every shape once (with a free batch it
             # computes shapes and broadcasts at run time: 1.6x slower for ViT-Ti/16 here).
             file = export.openvino(model, os.path.join(folder, "model.xml"), batch_size=batch_size)
-            compiled = export.openvino_compiled(file, precision=path.rpartition("_")[2].replace("fp32", "f32"))
+            precision = path.rpartition("_")[2].replace("fp32", "f32")
+            compiled = export.openvino_compiled(file, precision=precision)
+            if export.openvino_precision(compiled) != precision:  # no bf16 units: OpenVINO runs f32
+                raise RuntimeError(f"OpenVINO runs {export.openvino_precision(compiled)} here, not {precision}")
             return _timed(lambda: export.openvino_predict(compiled, images), steps)
         quantize = {"litert_fp32": None, "litert_dynamic": "dynamic", "litert_int8": "int8"}[path]
         file = os.path.join(folder, "model.tflite")

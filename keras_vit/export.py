@@ -3,6 +3,7 @@
 `openvino` writes an OpenVINO model (`.xml` + `.bin`, float32 weights) for serving
 on x86 CPUs; `openvino_compiled` compiles it in float32 or bfloat16 (OpenVINO's
 kernels use AMX and AVX512-BF16 where the CPU has them), `openvino_predict` runs it.
+Needs Keras on TensorFlow for the export (from JAX: save `.keras`, export under TensorFlow).
 
 `litert` converts a model with TensorFlow's LiteRT converter to builtin LiteRT ops
 only, so the file runs in the standalone `ai-edge-litert` interpreter (no
@@ -87,12 +88,7 @@ def litert(model, path, quantize=None, representative_data=None, batch_size=None
             "`representative_data` (an array of images or an iterable of image batches). "
             "Received: representative_data=None"
         )
-    if batch_size is not None and (
-        isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
-    ):
-        raise ValueError(
-            f"`batch_size` must be a positive integer or None. Received: batch_size={batch_size!r}"
-        )
+    _check_positive_or_none(batch_size, "batch_size")
     backend = keras.backend.backend()
     if backend not in ("tensorflow", "jax"):
         raise ValueError(
@@ -300,6 +296,11 @@ def _calibration_batches(data, input_shape):
             pending = pending[batch_size:]
 
 
+def _check_positive_or_none(value, name):
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"`{name}` must be a positive integer or None. Received: {name}={value!r}")
+
+
 def _check_images(shape, expected):
     if tuple(shape) != tuple(expected):
         raise ValueError(
@@ -381,7 +382,7 @@ def openvino(model, path, batch_size=None):
     (`openvino_compiled`): float32, or bfloat16 on CPUs with AMX or AVX512-BF16
     (OpenVINO's own kernels, which use those units). Both files are written into
     a temporary folder beside `path` and renamed onto their names, the `.xml`
-    last.
+    last; if that last rename fails the old `.bin` is put back.
 
     Args:
         model: A built single-input Keras model, float or quantized by
@@ -401,12 +402,7 @@ def openvino(model, path, batch_size=None):
             "An OpenVINO model is an `.xml` file with its weights in a `.bin` file "
             f"beside it: `path` must end in `.xml`. Received: path={path!r}"
         )
-    if batch_size is not None and (
-        isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
-    ):
-        raise ValueError(
-            f"`batch_size` must be a positive integer or None. Received: batch_size={batch_size!r}"
-        )
+    _check_positive_or_none(batch_size, "batch_size")
     backend = keras.backend.backend()
     if backend != "tensorflow":
         # From JAX, jax2tf's graphs hold the model as one StableHLO call (XlaCallModule),
@@ -434,23 +430,57 @@ def openvino(model, path, batch_size=None):
         staged = os.path.join(workdir, "model.xml")
         # Keep float32 weights: the precision is chosen at compile time.
         ov.save_model(converted, staged, compress_to_fp16=False)
-        # The .xml names no weights file (OpenVINO reads the .bin of the same
-        # name), so it goes last: a reader never sees new graph with old weights.
-        os.replace(staged[:-4] + ".bin", path[:-4] + ".bin")
-        os.replace(staged, path)
+        _replace_pair(staged, path, workdir)
     return path
+
+
+def _replace_pair(staged, path, workdir):
+    """Moves the staged `.bin` and `.xml` onto `path`'s pair, the `.xml` last.
+
+    The `.xml` names no weights file (OpenVINO reads the `.bin` of the same name).
+    Two renames are not one atomic step: if the second fails, the old `.bin`
+    (kept aside as a hard link, or a copy) goes back, so the pair on disk is
+    the old one or the new one. A reader opening the files between the two
+    renames can still see the new weights with the old graph.
+    """
+    weights = path[:-4] + ".bin"
+    backup = None
+    if os.path.exists(weights):
+        backup = os.path.join(workdir, "previous.bin")
+        try:
+            os.link(weights, backup)
+        except OSError:
+            import shutil
+
+            shutil.copy2(weights, backup)
+    os.replace(staged[:-4] + ".bin", weights)
+    try:
+        os.replace(staged, path)
+    except BaseException:
+        if backup is not None:
+            os.replace(backup, weights)
+        else:
+            os.remove(weights)
+        raise
 
 
 def openvino_compiled(path, precision=None, num_threads=None):
     """Compiles an OpenVINO model (from `openvino`) for this machine's CPU.
 
+    The model is compiled for latency (`PERFORMANCE_HINT="LATENCY"`: one
+    inference stream using every thread), as a server answering one batch at
+    a time runs it.
+
     Args:
         path: str. The `.xml` file.
-        precision: `None` (OpenVINO's choice: bfloat16 on CPUs with AMX, else
-            float32), `"f32"`, `"bf16"` (bfloat16 matrix products and
-            activations where the CPU has bf16 instructions) or `"f16"`.
+        precision: str or None. `None` (OpenVINO's choice: bfloat16 on CPUs
+            with AMX, else float32), `"f32"`, `"bf16"` (bfloat16 matrix
+            products and activations) or `"f16"`. A CPU without the matching
+            instructions (AVX512-BF16/AMX for bf16, AVX512-FP16/AMX-FP16 for
+            f16) runs float32 instead: `openvino_precision(compiled)` tells
+            which one it got. Defaults to `None`.
+        num_threads: int or None. CPU threads; `None` for every core.
             Defaults to `None`.
-        num_threads: int or None. CPU threads; None for every core.
 
     Returns:
         An `openvino.CompiledModel`; `openvino_predict` runs it.
@@ -459,12 +489,7 @@ def openvino_compiled(path, precision=None, num_threads=None):
         raise ValueError(
             f"`precision` must be one of {OPENVINO_PRECISIONS}. Received: precision={precision!r}"
         )
-    if num_threads is not None and (
-        isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1
-    ):
-        raise ValueError(
-            f"`num_threads` must be a positive integer or None. Received: num_threads={num_threads!r}"
-        )
+    _check_positive_or_none(num_threads, "num_threads")
     ov = _import_openvino()
     config = {"PERFORMANCE_HINT": "LATENCY"}
     if precision is not None:
@@ -473,6 +498,11 @@ def openvino_compiled(path, precision=None, num_threads=None):
         config["INFERENCE_NUM_THREADS"] = num_threads
     core = ov.Core()
     return core.compile_model(core.read_model(str(path)), "CPU", config)
+
+
+def openvino_precision(compiled):
+    """The precision a compiled OpenVINO model runs in: `"f32"`, `"bf16"` or `"f16"`."""
+    return compiled.get_property("INFERENCE_PRECISION_HINT").to_string()
 
 
 def openvino_predict(compiled, images):
@@ -489,6 +519,11 @@ def openvino_predict(compiled, images):
         numpy array, the model's output for every image (float32).
     """
     images = np.asarray(images, dtype="float32")
+    if images.ndim != 4 or not len(images):
+        raise ValueError(
+            "`images` must be a non-empty batch `(batch, height, width, channels)`. "
+            f"Received: images of shape {images.shape}"
+        )
     batch = compiled.input(0).get_partial_shape()[0]
     chunk = len(images) if batch.is_dynamic else batch.get_length()
     outputs = []

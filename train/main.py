@@ -2,7 +2,7 @@
 
 With no flags it trains a small ViT on the embedded Fashion-MNIST on the CPU.
 Every field of `train.configs.TrainConfig` is a flag that overrides the preset;
-`--model_kwargs` takes JSON (e.g. '{"patch_size": 4}').
+`--model_kwargs` takes JSON (e.g. '{"num_layers": 4}'), merged into the preset's.
 """
 
 import time

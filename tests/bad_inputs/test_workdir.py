@@ -160,7 +160,7 @@ def run_cli(argv, capsys):
 
 
 def cli_flags(workdir, idx_dir, epochs=1):
-    return [f"--workdir={workdir}", "--dataset=fashion_mnist", f"--data_dir={idx_dir}", "--image_size=16",
+    return [f"--workdir={workdir}", "--config=fashion_mnist_vit", "--dataset=fashion_mnist", f"--data_dir={idx_dir}", "--image_size=16",
             "--batch_size=32", f"--model_kwargs={TINY_MODEL}", f"--epochs={epochs}", "--jit_compile=false"]
 
 

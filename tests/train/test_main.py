@@ -100,7 +100,7 @@ def test_default_preset_is_the_hybrid_on_32_pixel_images(tmp_path, idx_dir):
     # The README's command without flags: the preset's model and size, with the
     # transformer shrunk and a few steps (the preset's BiT root stays as it is).
     workdir = tmp_path / "run"
-    tiny_transformer = '{"hidden_size": 16, "num_layers": 1, "num_heads": 2, "mlp_dim": 32}'
+    tiny_transformer = '{"hidden_size": 24, "num_layers": 1, "num_heads": 2, "mlp_dim": 32}'
     result = run_main(f"--workdir={workdir}", "--dataset=fashion_mnist", f"--data_dir={idx_dir}",
                       "--batch_size=32", "--steps=4", "--warmup_steps=2", "--jit_compile=false",
                       f"--model_kwargs={tiny_transformer}")
@@ -112,14 +112,14 @@ def test_default_preset_is_the_hybrid_on_32_pixel_images(tmp_path, idx_dir):
     root = model.get_layer("conv_root")
     assert root.kernel.shape == (7, 7, 1, 64) and root.strides == (2, 2)
     # 32 px -> root stride 4 -> an 8x8 map -> 2x2 patches: 16 tokens and the class token.
-    assert model.get_layer("patch_encoder").output.shape[1:] == (16, 16)
+    assert model.get_layer("patch_encoder").output.shape[1:] == (16, 24)
     assert model.get_layer("class_token").output.shape[1] == 17
 
 
 def test_image_folder_with_a_corrupt_file_and_sgd_linear(tmp_path):
     root = make_image_folder(tmp_path / "images", per_class=10, corrupt=1)
     result = run_main(
-        f"--workdir={tmp_path / 'run'}", f"--dataset=folder:{root}", "--image_size=16",
+        f"--workdir={tmp_path / 'run'}", "--config=fashion_mnist_vit", f"--dataset=folder:{root}", "--image_size=16",
         "--batch_size=8", f"--model_kwargs={TINY_MODEL}", "--steps=6", "--optimizer=sgd",
         "--decay=linear", "--augmentation=inception_crop", "--jit_compile=false", "--clip_norm=1.0",
     )

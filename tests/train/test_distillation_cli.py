@@ -65,7 +65,8 @@ def test_a_student_with_a_distillation_token_learns_on_both_heads(tmp_path):
     data = make_idx_dataset(tmp_path / "data", train=64, test=32)
     teacher = run_main(*tiny_flags(tmp_path / "teacher", data, "--steps=2"))
     assert teacher.returncode == 0, teacher.stderr[-3000:]
-    tiny = json.loads(tiny_flags(tmp_path, data)[5].split("=", 1)[1])
+    (tiny_kwargs,) = [flag for flag in tiny_flags(tmp_path, data) if flag.startswith("--model_kwargs=")]
+    tiny = json.loads(tiny_kwargs.split("=", 1)[1])
     student = run_main(*tiny_flags(tmp_path / "student", data, "--steps=4", "--distillation=soft",
                                    f"--teacher={tmp_path / 'teacher' / 'model.keras'}",
                                    f"--model_kwargs={json.dumps({**tiny, 'distillation': True})}"))

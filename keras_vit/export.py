@@ -353,15 +353,24 @@ def litert_predict(interpreter, images):
     if fixed == -1 and tuple(input_detail["shape"]) != images.shape:
         interpreter.resize_tensor_input(input_detail["index"], images.shape)
     interpreter.allocate_tensors()
+
+    def run(batch):
+        interpreter.set_tensor(input_detail["index"], batch)
+        interpreter.invoke()
+        return interpreter.get_tensor(output_detail["index"])
+
+    return _predict_in_chunks(run, images, chunk)
+
+
+def _predict_in_chunks(run, images, chunk):
+    """`run` on `images` in batches of `chunk`, the last one padded with its last image; outputs cut back."""
     outputs = []
     for start in range(0, len(images), chunk):
         batch = images[start : start + chunk]
         count = len(batch)
         if count < chunk:
             batch = np.concatenate([batch, np.repeat(batch[-1:], chunk - count, axis=0)])
-        interpreter.set_tensor(input_detail["index"], batch)
-        interpreter.invoke()
-        outputs.append(interpreter.get_tensor(output_detail["index"])[:count])
+        outputs.append(run(batch)[:count])
     return np.concatenate(outputs)
 
 
@@ -526,14 +535,9 @@ def openvino_predict(compiled, images):
         )
     batch = compiled.input(0).get_partial_shape()[0]
     chunk = len(images) if batch.is_dynamic else batch.get_length()
-    outputs = []
-    for start in range(0, len(images), chunk):
-        part = images[start : start + chunk]
-        count = len(part)
-        if count < chunk:
-            part = np.concatenate([part, np.repeat(part[-1:], chunk - count, axis=0)])
-        outputs.append(np.asarray(compiled(part)[compiled.output(0)], dtype="float32")[:count])
-    return np.concatenate(outputs)
+    return _predict_in_chunks(
+        lambda part: np.asarray(compiled(part)[compiled.output(0)], dtype="float32"), images, chunk
+    )
 
 
 def _import_openvino():

@@ -10,6 +10,7 @@ from keras_vit.layers.patching import (
     PatchEncoder,
     Patches,
 )
+from keras_vit.layers.normalization import TokenLayerNormalization
 from keras_vit.layers.pooling import ClassTokenPooling, SeparableMaxPooling2D
 from keras_vit.layers.position import AbsolutePositionEmbedding
 from keras_vit.layers.pyramid import PatchTokenMap, SimpleFeaturePyramidLevel
@@ -43,6 +44,7 @@ __all__ = [
     "StochasticDepth",
     "SwinPatchEmbedding",
     "SwinTransformerBlock",
+    "TokenLayerNormalization",
     "TransformerBlock",
     "WindowAttention",
 ]

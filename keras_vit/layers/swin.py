@@ -19,6 +19,7 @@ resolution.
 import keras
 from keras import ops
 
+from keras_vit.layers.normalization import TokenLayerNormalization
 from keras_vit.layers.token_dense import dense_on_tokens, resolve_dtype_policies, with_quantized_dtypes
 from keras_vit.layers.transformer import MLPBlock, StochasticDepth
 from keras_vit.layers.validation import (
@@ -108,7 +109,7 @@ class SwinPatchEmbedding(keras.layers.Layer):
         self.proj.build(input_shape)
         self.norm = None
         if self.use_norm:
-            self.norm = keras.layers.LayerNormalization(
+            self.norm = TokenLayerNormalization(
                 epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="norm"
             )
             self.norm.build((*input_shape[:-1], self.embed_dim))
@@ -253,7 +254,7 @@ class SwinTransformerBlock(keras.layers.Layer):
             self.attention_mask = shifted_window_mask(self.padded_size, self.window, self.shift)
 
         def layer_norm(name):
-            norm = keras.layers.LayerNormalization(
+            norm = TokenLayerNormalization(
                 epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
             )
             norm.build(input_shape)
@@ -399,7 +400,7 @@ class PatchMerging(keras.layers.Layer):
         _check_static_map(input_shape, "PatchMerging")
         channels = input_shape[-1]
         merged = (*input_shape[:-1], 4 * channels)
-        self.norm = keras.layers.LayerNormalization(
+        self.norm = TokenLayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="norm"
         )
         self.norm.build(merged)

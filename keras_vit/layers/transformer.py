@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers.attention import GPSA, MultiHeadSelfAttention
+from keras_vit.layers.normalization import TokenLayerNormalization
 from keras_vit.layers.token_dense import dense_on_tokens, resolve_dtype_policies, with_quantized_dtypes
 from keras_vit.layers.validation import check_positive_int, check_rate, check_remat_without_randomness
 
@@ -258,7 +259,7 @@ class TransformerBlock(keras.layers.Layer):
 
     def build(self, input_shape):
         def layer_norm(name):
-            norm = keras.layers.LayerNormalization(
+            norm = TokenLayerNormalization(
                 epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
             )
             norm.build(input_shape)

@@ -1,0 +1,137 @@
+"""TokenLayerNormalization: Keras's layer normalization, with a hand-written gradient in CPU training.
+
+References: a float64 numpy layer norm, and its gradient by central finite
+differences (independent of the hand-written formula under test).
+"""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_vit.layers import TokenLayerNormalization
+from keras_vit.layers import normalization
+from tests.testing import check_layer, np_layer_norm, to_numpy
+
+
+def _value_and_grads(layer, x, weights, training):
+    """`sum(layer(x) * weights)`'s gradients with respect to x, gamma and beta."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        # `stateless_call` passes `training` on to `call`, which Keras's own layer lacks.
+        kwargs = {"training": training} if isinstance(layer, TokenLayerNormalization) else {}
+
+        def loss(x, gamma, beta):
+            outputs, _ = layer.stateless_call([gamma, beta], [], x, **kwargs)
+            return (outputs * weights).sum()
+
+        grads = jax.grad(loss, argnums=(0, 1, 2))(x, layer.gamma.value, layer.beta.value)
+        return [np.asarray(g) for g in grads]
+    import tensorflow as tf
+
+    v = tf.constant(x)
+    with tf.GradientTape() as tape:
+        tape.watch(v)
+        loss = tf.reduce_sum(layer(v, training=training) * weights)
+    grads = tape.gradient(loss, [v, layer.gamma.value, layer.beta.value])
+    return [g.numpy() for g in grads]
+
+
+def _numeric_grads(x, gamma, beta, weights, eps, step=1e-6):
+    """Central differences of the float64 numpy layer norm, one coordinate at a time."""
+
+    def loss(x, gamma, beta):
+        return (np_layer_norm(x, gamma, beta, eps) * weights).sum()
+
+    grads = []
+    arrays = [x.astype("float64"), gamma.astype("float64"), beta.astype("float64")]
+    for i, array in enumerate(arrays):
+        grad = np.zeros_like(array)
+        for index in np.ndindex(array.shape):
+            plus = [a.copy() for a in arrays]
+            minus = [a.copy() for a in arrays]
+            plus[i][index] += step
+            minus[i][index] -= step
+            grad[index] = (loss(*plus) - loss(*minus)) / (2 * step)
+        grads.append(grad)
+    return grads
+
+
+def _layer(channels, seed=0, **kwargs):
+    layer = TokenLayerNormalization(**kwargs)
+    layer.build((None, channels))
+    rng = np.random.default_rng(seed)
+    layer.set_weights([rng.normal(1.0, 0.5, (channels,)).astype("float32"), rng.normal(0.0, 0.5, (channels,)).astype("float32")])
+    return layer
+
+
+def test_config_round_trip_and_shapes():
+    x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
+    check_layer(TokenLayerNormalization, {"epsilon": 1e-6}, x)
+
+
+def test_takes_the_hand_written_path_only_in_training_on_the_host():
+    layer = _layer(8)
+    x = keras.ops.zeros((2, 8))
+    assert normalization._host_only()  # the test machine has no accelerator
+    assert layer._fast_path(x, training=True)
+    assert not layer._fast_path(x, training=False)
+    assert not layer._fast_path(x, training=None)
+    assert not TokenLayerNormalization(center=False)._fast_path(x, training=True)
+    assert not TokenLayerNormalization(axis=0)._fast_path(x, training=True)
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("offset, tolerance", [(0.0, 1e-5), (300.0, 1e-4)])
+def test_forward_equals_numpy(training, offset, tolerance):
+    # Far from zero (|mean| >> std) the variance must be centred: E[x^2] - E[x]^2
+    # would cancel about log2(300^2) of float32's 24 bits. What remains is the
+    # float32 rounding of the inputs themselves (ulp 3e-5 at 300).
+    rng = np.random.default_rng(1)
+    x = (rng.normal(size=(3, 7, 12)) + offset).astype("float32")
+    layer = _layer(12, epsilon=1e-5)
+    gamma, beta = (to_numpy(w) for w in (layer.gamma, layer.beta))
+    expected = np_layer_norm(x.astype("float64"), gamma, beta, 1e-5)
+    np.testing.assert_allclose(to_numpy(layer(x, training=training)), expected, atol=tolerance)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 6), (4, 2, 3, 5)])
+def test_gradients_equal_finite_differences(shape):
+    rng = np.random.default_rng(2)
+    x = rng.normal(0.5, 2.0, size=shape).astype("float32")
+    weights = rng.normal(size=shape).astype("float32")
+    layer = _layer(shape[-1], seed=3, epsilon=1e-5)
+    gamma, beta = (to_numpy(w) for w in (layer.gamma, layer.beta))
+    expected = _numeric_grads(x, gamma, beta, weights, 1e-5)
+    # float32 gradients of O(1) values against float64 differences.
+    for training in (True, False):
+        for actual, reference in zip(_value_and_grads(layer, x, weights, training), expected):
+            np.testing.assert_allclose(actual, reference, atol=2e-4, rtol=1e-4)
+
+
+def test_training_gradients_equal_keras_layer_norm():
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(4, 9, 32)).astype("float32")
+    weights = rng.normal(size=x.shape).astype("float32")
+    ours = _layer(32, seed=5, epsilon=1e-6)
+    reference = keras.layers.LayerNormalization(epsilon=1e-6)
+    reference.build((None, 32))
+    reference.set_weights(ours.get_weights())
+    for a, b in zip(_value_and_grads(ours, x, weights, True), _value_and_grads(reference, x, weights, True)):
+        np.testing.assert_allclose(a, b, atol=1e-4, rtol=1e-5)
+
+
+def test_mixed_precision_normalizes_in_float32():
+    x = np.random.default_rng(6).normal(3.0, 1.0, size=(2, 4, 16)).astype("float32")
+    layer = TokenLayerNormalization(dtype="mixed_bfloat16")
+    outputs = layer(keras.ops.cast(x, "bfloat16"), training=True)
+    assert keras.backend.standardize_dtype(outputs.dtype) == "bfloat16"
+    expected = np_layer_norm(to_numpy(keras.ops.cast(keras.ops.cast(x, "bfloat16"), "float32")), 1.0, 0.0, 1e-3)
+    np.testing.assert_allclose(to_numpy(keras.ops.cast(outputs, "float32")), expected, atol=2e-2)
+
+
+def test_other_axes_are_keras_layer_norm():
+    x = np.random.default_rng(7).normal(size=(2, 5, 6)).astype("float32")
+    layer = TokenLayerNormalization(axis=1)
+    keras_layer = keras.layers.LayerNormalization(axis=1)
+    np.testing.assert_allclose(to_numpy(layer(x, training=True)), to_numpy(keras_layer(x)), atol=1e-6)

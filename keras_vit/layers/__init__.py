@@ -10,7 +10,7 @@ from keras_vit.layers.patching import (
     PatchEncoder,
     Patches,
 )
-from keras_vit.layers.normalization import TokenLayerNormalization
+from keras_vit.layers.normalization import LayerNormalization
 from keras_vit.layers.pooling import ClassTokenPooling, SeparableMaxPooling2D
 from keras_vit.layers.position import AbsolutePositionEmbedding
 from keras_vit.layers.pyramid import PatchTokenMap, SimpleFeaturePyramidLevel
@@ -31,6 +31,7 @@ __all__ = [
     "DistillationTokenPooling",
     "GPSA",
     "ImageShapeCheck",
+    "LayerNormalization",
     "MLPBlock",
     "MultiHeadSelfAttention",
     "PatchEncoder",
@@ -44,7 +45,6 @@ __all__ = [
     "StochasticDepth",
     "SwinPatchEmbedding",
     "SwinTransformerBlock",
-    "TokenLayerNormalization",
     "TransformerBlock",
     "WindowAttention",
 ]

@@ -4,7 +4,7 @@
 statistics and the scale/offset gradients to XLA's reductions, into which XLA
 fuses whatever computed their operands (a residual sum, a patch-merging
 transpose, a stochastic-depth mask), and a column sum read through a transpose
-runs at a fraction of memory speed. `TokenLayerNormalization` writes the layer's
+runs at a fraction of memory speed. `LayerNormalization` here writes the layer's
 gradient out by hand and takes every row statistic as a matrix-vector product
 with a constant vector: products are fusion boundaries on XLA:CPU, so the
 normalized tensor is formed once, in its own layout, and the remaining column
@@ -18,7 +18,7 @@ from keras import ops
 def _host_only():
     """Whether this process sees no accelerator, so the layer runs on the CPU.
 
-    Row means as matrix products are float32-exact on a CPU, but a TPU's default
+    Row means as matrix products are float32-accurate on a CPU, but a TPU's default
     float32 matrix precision is one bfloat16 pass, which would round the
     statistics: accelerators keep Keras's own layer normalization. Asked at
     every trace, not cached, so that a TPU system initialized after the first
@@ -83,12 +83,15 @@ def _layer_norm_last_axis(x, gamma, beta, epsilon):
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class TokenLayerNormalization(keras.layers.LayerNormalization):
+class LayerNormalization(keras.layers.LayerNormalization):
     """`keras.layers.LayerNormalization` over the last axis, faster to train on a CPU.
 
     The same layer, the same weights (`gamma`, `beta`) and the same arguments as
-    Keras's; in training on a host without accelerators, with the defaults
-    `axis=-1`, `center=True`, `scale=True` and `rms_scaling=False`, it runs
+    Keras's, under the same class name, so that weight files and checkpoints
+    written with Keras's layer (where a model stores its layers under their
+    class names) load into it. In training on a host without accelerators,
+    with the defaults `axis=-1`, `center=True`, `scale=True` and
+    `rms_scaling=False`, it runs
     `_layer_norm_last_axis` instead: the centred variance, row statistics as
     matrix-vector products and the gradient written by hand (see the module
     docstring). Everywhere else (inference, so every export; GPUs and TPUs;

@@ -19,7 +19,7 @@ import numbers
 import keras
 from keras import ops
 
-from keras_vit.layers.normalization import TokenLayerNormalization
+from keras_vit.layers.normalization import LayerNormalization
 from keras_vit.layers.validation import check_non_negative_float, check_positive_int
 
 # detectron2's `c2_xavier_fill`, the initialization of ViTDet's pyramid
@@ -139,7 +139,7 @@ class SimpleFeaturePyramidLevel(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
     def _norm(self, name, shape):
-        norm = TokenLayerNormalization(
+        norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
         )
         norm.build(shape)

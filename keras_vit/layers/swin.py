@@ -19,7 +19,7 @@ resolution.
 import keras
 from keras import ops
 
-from keras_vit.layers.normalization import TokenLayerNormalization
+from keras_vit.layers.normalization import LayerNormalization
 from keras_vit.layers.token_dense import dense_on_tokens, resolve_dtype_policies, with_quantized_dtypes
 from keras_vit.layers.transformer import MLPBlock, StochasticDepth
 from keras_vit.layers.validation import (
@@ -109,7 +109,7 @@ class SwinPatchEmbedding(keras.layers.Layer):
         self.proj.build(input_shape)
         self.norm = None
         if self.use_norm:
-            self.norm = TokenLayerNormalization(
+            self.norm = LayerNormalization(
                 epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="norm"
             )
             self.norm.build((*input_shape[:-1], self.embed_dim))
@@ -254,7 +254,7 @@ class SwinTransformerBlock(keras.layers.Layer):
             self.attention_mask = shifted_window_mask(self.padded_size, self.window, self.shift)
 
         def layer_norm(name):
-            norm = TokenLayerNormalization(
+            norm = LayerNormalization(
                 epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
             )
             norm.build(input_shape)
@@ -328,15 +328,17 @@ class SwinTransformerBlock(keras.layers.Layer):
             mlp_scale = self._branch_scale(x, training)
 
             def forward(x, attention_scale, mlp_scale):
-                y, _ = self._window_attention(self.norm1(x), training, False)
+                # `training` passed on explicitly: `tf.recompute_grad` reruns this
+                # function after the model's call (and its training context) has ended.
+                y, _ = self._window_attention(self.norm1(x, training=training), training, False)
                 x = x + y * attention_scale
-                return x + self.mlp(self.norm2(x), training=training) * mlp_scale
+                return x + self.mlp(self.norm2(x, training=training), training=training) * mlp_scale
 
             # Positional arguments only: backends' remat wrappers take no keywords.
             return keras.remat(forward)(x, attention_scale, mlp_scale)
-        y, scores = self._window_attention(self.norm1(x), training, return_attention_scores)
+        y, scores = self._window_attention(self.norm1(x, training=training), training, return_attention_scores)
         x = x + self.drop_path(y, training=training)
-        x = x + self.drop_path(self.mlp(self.norm2(x), training=training), training=training)
+        x = x + self.drop_path(self.mlp(self.norm2(x, training=training), training=training), training=training)
         return (x, scores) if return_attention_scores else x
 
     def compute_output_shape(self, input_shape):
@@ -400,7 +402,7 @@ class PatchMerging(keras.layers.Layer):
         _check_static_map(input_shape, "PatchMerging")
         channels = input_shape[-1]
         merged = (*input_shape[:-1], 4 * channels)
-        self.norm = TokenLayerNormalization(
+        self.norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="norm"
         )
         self.norm.build(merged)

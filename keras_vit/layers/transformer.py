@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers.attention import GPSA, MultiHeadSelfAttention
-from keras_vit.layers.normalization import TokenLayerNormalization
+from keras_vit.layers.normalization import LayerNormalization
 from keras_vit.layers.token_dense import dense_on_tokens, resolve_dtype_policies, with_quantized_dtypes
 from keras_vit.layers.validation import check_positive_int, check_rate, check_remat_without_randomness
 
@@ -259,7 +259,7 @@ class TransformerBlock(keras.layers.Layer):
 
     def build(self, input_shape):
         def layer_norm(name):
-            norm = TokenLayerNormalization(
+            norm = LayerNormalization(
                 epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
             )
             norm.build(input_shape)
@@ -289,7 +289,9 @@ class TransformerBlock(keras.layers.Layer):
         return self._forward(tokens, training, return_attention_scores)
 
     def _forward(self, tokens, training, return_attention_scores):
-        x = self.norm1(tokens)
+        # `training` passed on explicitly: `tf.recompute_grad` reruns this
+        # function after the model's call (and its training context) has ended.
+        x = self.norm1(tokens, training=training)
         x = self.attention(
             x, training=training, return_attention_scores=return_attention_scores
         )
@@ -297,7 +299,7 @@ class TransformerBlock(keras.layers.Layer):
             x, scores = x
         x = self.dropout(x, training=training)
         tokens = tokens + self.drop_path(x, training=training)
-        x = self.mlp(self.norm2(tokens), training=training)
+        x = self.mlp(self.norm2(tokens, training=training), training=training)
         tokens = tokens + self.drop_path(x, training=training)
         return (tokens, scores) if return_attention_scores else tokens
 

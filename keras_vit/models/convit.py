@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_vit.layers.normalization import TokenLayerNormalization
+from keras_vit.layers.normalization import LayerNormalization
 from keras_vit.layers.patching import ClassToken, DistillationToken, PatchEncoder, Patches
 from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.layers.validation import check_non_negative_float, check_remat_without_randomness
@@ -178,7 +178,7 @@ def ConViT(
         )(x)
         if grid_tokens and index == num_gpsa_layers - 1:
             x = keras.layers.Reshape((-1, hidden_size), dtype=dtype, name="flatten_grid")(x)
-    x = TokenLayerNormalization(epsilon=1e-6, dtype=dtype, name="encoder_norm")(x)
+    x = LayerNormalization(epsilon=1e-6, dtype=dtype, name="encoder_norm")(x)
     if distillation:
         x = distilled_top(x, include_top, num_classes, classifier_activation, dtype, init["head_kernel"])
         return finish_model(images, x, name, weights)

@@ -28,7 +28,7 @@ blocks as timm does.
 
 import keras
 
-from keras_vit.layers.normalization import TokenLayerNormalization
+from keras_vit.layers.normalization import LayerNormalization
 from keras_vit.layers.position import AbsolutePositionEmbedding
 from keras_vit.layers.swin import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock
 from keras_vit.layers.validation import (
@@ -276,7 +276,7 @@ def SwinTransformer(
             )(x)
             block_index += 1
         stage_outputs[f"stage_{stage}"] = x
-    x = TokenLayerNormalization(epsilon=1e-5, dtype=dtype, name="norm")(x)
+    x = LayerNormalization(epsilon=1e-5, dtype=dtype, name="norm")(x)
     if return_stages:
         stage_outputs[f"stage_{len(depths) - 1}"] = x
         return finish_model(images, stage_outputs, name, weights)

@@ -3,7 +3,7 @@
 import keras
 
 from keras_vit.layers.bit import ResNetStage, StandardizedConv2D
-from keras_vit.layers.normalization import TokenLayerNormalization
+from keras_vit.layers.normalization import LayerNormalization
 from keras_vit.layers.patching import ClassToken, DistillationToken, PatchEncoder, Patches
 from keras_vit.layers.pooling import SeparableMaxPooling2D
 from keras_vit.layers.transformer import TransformerBlock
@@ -261,7 +261,7 @@ def VisionTransformer(
             remat=remat,
             name=f"encoderblock_{index}",
         )(x)
-    x = TokenLayerNormalization(epsilon=1e-6, dtype=dtype, name="encoder_norm")(x)
+    x = LayerNormalization(epsilon=1e-6, dtype=dtype, name="encoder_norm")(x)
     if distillation:
         x = distilled_top(x, include_top, num_classes, classifier_activation, dtype, init["head_kernel"])
         return finish_model(images, x, name, weights)

@@ -61,6 +61,28 @@ def set_random_weights(layer, seed=0, scale=0.5):
     )
 
 
+def parameter_gradients(model, images, weights, training=False):
+    """`{variable path: d sum(model(images) * weights) / d variable}` on the current backend."""
+    variables = model.trainable_variables
+    if keras.backend.backend() == "jax":
+        import jax
+
+        non_trainable = [v.value for v in model.non_trainable_variables]
+
+        def loss(values):
+            logits, _ = model.stateless_call(values, non_trainable, images, training=training)
+            return (logits * weights).sum()
+
+        grads = jax.jit(jax.grad(loss))([v.value for v in variables])
+    else:
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model(images, training=training) * weights)
+        grads = tape.gradient(loss, variables)
+    return {v.path: to_numpy(g) for v, g in zip(variables, grads)}
+
+
 # ---- numpy references ---------------------------------------------------------
 
 

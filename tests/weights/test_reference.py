@@ -11,7 +11,7 @@ import pytest
 import keras_vit
 from keras_vit.weights.loading import convert_checkpoint
 from tests.reference import timm  # noqa: F401  (imports timm with the torchvision shim)
-from tests.testing import to_numpy
+from tests.testing import parameter_gradients, to_numpy
 from tests.weights.checkpoints import (
     TINY,
     official_npz_arrays,
@@ -118,30 +118,6 @@ def test_i21k_npz_with_pre_logits_loads_every_array(tmp_path):
     np.testing.assert_array_equal(to_numpy(model.get_layer("encoderblock_1").attention.qkv.kernel)[:, :32], q)
 
 
-def _parameter_gradients(model, images, weights, training=False):
-    """`{variable path: d sum(model(images) * weights) / d variable}` on the current backend."""
-    import keras
-
-    variables = model.trainable_variables
-    if keras.backend.backend() == "jax":
-        import jax
-
-        non_trainable = [v.value for v in model.non_trainable_variables]
-
-        def loss(values):
-            logits, _ = model.stateless_call(values, non_trainable, images, training=training)
-            return (logits * weights).sum()
-
-        grads = jax.grad(loss)([v.value for v in variables])
-    else:
-        import tensorflow as tf
-
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_sum(model(images, training=training) * weights)
-        grads = tape.gradient(loss, variables)
-    return {v.path: to_numpy(g) for v, g in zip(variables, grads)}
-
-
 def test_convit_gradients_match_timm(tmp_path):
     # The GPSA gates, positional projections and the rest train as in timm: the same
     # gradients for the same weights and loss (the equal logits alone would not show
@@ -161,7 +137,7 @@ def test_convit_gradients_match_timm(tmp_path):
     rng = np.random.default_rng(0)
     images = rng.uniform(0, 1, (2, 32, 32, 3)).astype("float32")
     weights = rng.normal(size=(2, 10)).astype("float32")
-    ours = _parameter_gradients(model, images, weights, training=True)
+    ours = parameter_gradients(model, images, weights, training=True)
 
     reference.zero_grad()
     logits = reference(torch.from_numpy(images.transpose(0, 3, 1, 2).copy()))

@@ -13,9 +13,10 @@ import pytest
 import keras_vit
 from keras_vit.models.swin import SwinTransformer, timm_key_map
 from keras_vit.weights import registry
+from keras_vit.weights.loading import convert_checkpoint
 from keras_vit.weights.swin import SWIN_POSITION, resample_bias_table, resample_bicubic
 from tests.reference import timm, torch
-from tests.testing import to_numpy
+from tests.testing import parameter_gradients, to_numpy
 from tests.weights.checkpoints import (
     TINY,
     official_npz_arrays,
@@ -155,6 +156,38 @@ def test_timm_file_matches_timm(tmp_path, image_size):
     expected = torch_logits(reference, x)
     assert np.abs(expected).max() > 0.5
     np.testing.assert_allclose(to_numpy(model(x)), expected, atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("image_size,source", [((56, 56), "timm"), ((56, 112), "timm"), (NON_MULTIPLE, "transformers")])
+def test_gradients_match_the_reference(tmp_path, image_size, source):
+    # Every parameter's gradient equals the reference's for the same weights and
+    # loss, in training mode (drop path off; the reference in eval mode, which only
+    # skips drop path), so the layer norms' hand-written CPU gradient, the
+    # shifted-window mask and patch merging are all in what is compared. Beyond
+    # multiples of the window the reference is transformers (timm pads after
+    # shifting there; see keras_vit/layers/swin.py). The reference's gradients are
+    # put in our layout by the checkpoint converter (transposes, reshapes, q/k/v
+    # concatenated: linear maps, so they carry gradients too). Tolerance: float32
+    # sums in another order.
+    reference = (timm_swin(image_size) if source == "timm" else transformers_swin(image_size)).eval()
+    path = save_state_dict(tmp_path / "swin.safetensors", reference)
+    model = swin(image_size, drop_path_rate=0.0)
+    keras_vit.load_weights(model, path, strict=True)
+    x = images(image_size)
+    weights = np.random.default_rng(1).normal(size=(2, 5)).astype("float32")
+    ours = parameter_gradients(model, x, weights, training=True)
+
+    reference.zero_grad()
+    logits = reference(torch.from_numpy(x.transpose(0, 3, 1, 2).copy()))
+    logits = logits if source == "timm" else logits.logits
+    (logits * torch.from_numpy(weights)).sum().backward()
+    grads = {name: p.grad.numpy() for name, p in reference.named_parameters()}
+    expected = convert_checkpoint("safetensors", grads).weights
+    assert sorted(expected) == sorted(ours)
+    for name, gradient in ours.items():
+        scale = np.abs(expected[name]).max()
+        assert scale > 0, name
+        np.testing.assert_allclose(gradient, expected[name], atol=1e-5 + 1e-4 * scale, rtol=1e-4, err_msg=name)
 
 
 @pytest.mark.parametrize("image_size,ape", [((56, 56), False), (NON_MULTIPLE, False), (NON_MULTIPLE, True)])

@@ -103,11 +103,22 @@ def test_bad_arguments_are_refused_before_any_work(call, message, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def _write_old_pair(folder):
+    (folder / "model.xml").write_text("old graph")
+    (folder / "model.bin").write_bytes(b"old weights")
+
+
+def _assert_old_pair_kept(folder):
+    """The earlier export is there, unchanged, and nothing else (no temporary files)."""
+    assert sorted(os.listdir(folder)) == ["model.bin", "model.xml"]
+    assert (folder / "model.xml").read_text() == "old graph"
+    assert (folder / "model.bin").read_bytes() == b"old weights"
+
+
 @tensorflow_only
 def test_a_failed_export_leaves_the_old_files_and_no_temporary_folder(tmp_path, monkeypatch):
     model = build("vit")
-    (tmp_path / "model.xml").write_text("old graph")
-    (tmp_path / "model.bin").write_bytes(b"old weights")
+    _write_old_pair(tmp_path)
 
     def fail(source, target):
         raise OSError("disk full")
@@ -115,17 +126,14 @@ def test_a_failed_export_leaves_the_old_files_and_no_temporary_folder(tmp_path, 
     monkeypatch.setattr(os, "replace", fail)
     with pytest.raises(OSError, match="disk full"):
         keras_vit.export.openvino(model, str(tmp_path / "model.xml"))
-    assert sorted(os.listdir(tmp_path)) == ["model.bin", "model.xml"]
-    assert (tmp_path / "model.xml").read_text() == "old graph"
-    assert (tmp_path / "model.bin").read_bytes() == b"old weights"
+    _assert_old_pair_kept(tmp_path)
 
 
 @tensorflow_only
 def test_a_failed_graph_rename_puts_the_old_weights_back(tmp_path, monkeypatch):
     # The .bin is renamed first; when the .xml's rename then fails, the old pair is restored.
     model = build("vit")
-    (tmp_path / "model.xml").write_text("old graph")
-    (tmp_path / "model.bin").write_bytes(b"old weights")
+    _write_old_pair(tmp_path)
     replace = os.replace
 
     def fail_on_graph(source, target):
@@ -136,9 +144,7 @@ def test_a_failed_graph_rename_puts_the_old_weights_back(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "replace", fail_on_graph)
     with pytest.raises(OSError, match="disk full"):
         keras_vit.export.openvino(model, str(tmp_path / "model.xml"))
-    assert sorted(os.listdir(tmp_path)) == ["model.bin", "model.xml"]
-    assert (tmp_path / "model.xml").read_text() == "old graph"
-    assert (tmp_path / "model.bin").read_bytes() == b"old weights"
+    _assert_old_pair_kept(tmp_path)
 
 
 def test_jax_backend_is_refused_with_the_way_out(tmp_path):

@@ -91,10 +91,9 @@ class LayerNormalization(keras.layers.LayerNormalization):
     written with Keras's layer (where a model stores its layers under their
     class names) load into it. In training on a host without accelerators,
     with the defaults `axis=-1`, `center=True`, `scale=True` and
-    `rms_scaling=False`, it runs
-    `_layer_norm_last_axis` instead: the centred variance, row statistics as
-    matrix-vector products and the gradient written by hand (see the module
-    docstring). Everywhere else (inference, so every export; GPUs and TPUs;
+    `rms_scaling=False`, it runs `_layer_norm_last_axis` instead: the centred
+    variance, row statistics as matrix-vector products and the gradient written
+    by hand (see the module docstring). Everywhere else (inference, so every export; GPUs and TPUs;
     other arguments) it is Keras's layer as it is. Float16 and bfloat16 inputs
     are normalized in float32, as Keras does.
 

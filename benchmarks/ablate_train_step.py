@@ -20,9 +20,13 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 if "--variant=malloc" in sys.argv:
-    # TensorFlow's default CPU allocator instead of the BFC one keras_vit turns
+    # TensorFlow's default CPU allocator instead of the BFC one the trainer turns
     # on; read once, before TensorFlow's first op, so it is set before imports.
     os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = "false"
+
+from train.cpu_allocator import use_bfc_cpu_allocator  # noqa: E402
+
+use_bfc_cpu_allocator()  # as train/main.py (`shipped`); `malloc` set it to false above
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

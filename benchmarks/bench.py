@@ -28,6 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks.reporting import emit_result, median_run, rate, run_measurement, write_atomic  # noqa: E402
+from train.cpu_allocator import use_bfc_cpu_allocator  # noqa: E402
 
 TIMM_NAMES = {
     "ViT_Ti16": "vit_tiny_patch16_224", "ViT_S16": "vit_small_patch16_224",
@@ -264,6 +265,7 @@ def main():
     args = parser.parse_args()
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    use_bfc_cpu_allocator()  # as train/main.py: timed training on a CPU runs with it
     if args.single:
         return single(args)
     import keras_vit

@@ -12,7 +12,7 @@ are these MACs.
 
 import math
 
-from keras_vit.layers.attention import GPSA
+from keras_vit.layers.gpsa import GPSA
 from keras_vit.layers.bit import ResNetStage, StandardizedConv2D
 from keras_vit.layers.patching import PatchEncoder
 from keras_vit.layers.swin import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock

@@ -115,6 +115,9 @@ def main():
     os.environ["KERAS_BACKEND"] = args.backend
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     sys.path.insert(0, ROOT)
+    from train.cpu_allocator import use_bfc_cpu_allocator
+
+    use_bfc_cpu_allocator()  # as train/main.py, before TensorFlow starts
     import keras
     import numpy as np
 

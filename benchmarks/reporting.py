@@ -52,11 +52,12 @@ def rate(value):
 
 
 def write_atomic(path, text):
-    """Writes `text` to `path` through a temporary file, so no half-written table is left."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(text + "\n")
-    os.replace(tmp, path)
+    """Writes `text` and a final newline to `path` atomically, so no half-written table is left."""
+    # Imported here: importing keras_vit loads Keras, which the parent process and the
+    # children that measure other frameworks must not (it would count in their memory).
+    from keras_vit.files import write_text_atomically
+
+    write_text_atomically(path, text + "\n")
 
 
 def replace_section(text, heading, body):

@@ -13,7 +13,7 @@ median of `--steps` timed calls:
 | keras_xla_bf16 | the same under `mixed_bfloat16` (XLA:CPU) |
 | tf_bf16 | `mixed_bfloat16`, TensorFlow's graph without XLA (oneDNN kernels: AMX/AVX512-BF16 where the CPU has them) |
 | tf_fp32 | float32, TensorFlow's graph without XLA |
-| saved_model | `train/export.py`'s SavedModel as a server loads it (`tf.saved_model.load`, uint8 in) |
+| saved_model | `keras_vit.export.saved_model`'s SavedModel as a server loads it (`tf.saved_model.load`, uint8 in) |
 | litert_fp32 / litert_dynamic / litert_int8 | `keras_vit.export.litert` files, run by the LiteRT interpreter with every core |
 | openvino_fp32 / openvino_bf16 | the `keras_vit.export.openvino` file (batch size fixed), compiled by OpenVINO for the CPU in float32 or bfloat16 (AMX/AVX512-BF16 kernels where the CPU has them) |
 | timm_fp32 / timm_bf16 | timm's model in `torch.inference_mode()`, the second under `torch.autocast("cpu", torch.bfloat16)` |
@@ -107,19 +107,17 @@ def run_path(path, variant, batch_size, steps, image_size=224):
         model.compile(jit_compile=path.startswith("keras_xla"))
         keras.config.set_dtype_policy("float32")
         return _timed(lambda: model.predict_on_batch(images), steps)
+    from keras_vit import export
+
     with tempfile.TemporaryDirectory(prefix="serving-") as folder:
         model = _keras_model(variant, image_size)
         if path == "saved_model":
             import tensorflow as tf
 
-            from train.export import export_saved_model
-
-            export_saved_model(model, os.path.join(folder, "saved_model"))
+            export.saved_model(model, os.path.join(folder, "saved_model"))
             served = tf.saved_model.load(os.path.join(folder, "saved_model"))
             batch = tf.constant(images.astype("uint8"))
             return _timed(lambda: served.serve(batch).numpy(), steps)
-        from keras_vit import export
-
         if path.startswith("openvino"):
             # A fixed batch: OpenVINO then plans every shape once (with a free batch it
             # computes shapes and broadcasts at run time: 1.6x slower for ViT-Ti/16 here).

@@ -1,16 +1,6 @@
 """keras_vit: Vision Transformers (ViT, hybrid ResNet+ViT, DeiT, ConViT, Swin) for Keras 3."""
 
-import os
-
-# TensorFlow's default CPU allocator gives every large buffer back to the
-# operating system, so each XLA step page-faults its whole working set in again:
-# a fifth of a ViT training step on a CPU went to the kernel (BENCHMARKS.md).
-# The BFC allocator keeps and reuses the memory. TensorFlow reads this once,
-# at its first op, so it takes effect when keras_vit is imported before any
-# TensorFlow computation has run; a value set by the user is left alone.
-os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
-
-from keras_vit import analysis, evaluation, export, layers, schedules, utils, weights
+from keras_vit import analysis, evaluation, export, few_shot, inspection, layers, schedules, utils, weights
 from keras_vit.distribution import layout_map
 from keras_vit.feature_extraction import features, simple_feature_pyramid
 from keras_vit.models import (
@@ -18,8 +8,10 @@ from keras_vit.models import (
     ConViT,
     SwinTransformer,
     VisionTransformer,
+    backbone,
     build_variant,
     distillation_heads,
+    head,
 )
 from keras_vit.models.variants import (
     ConViT_B,

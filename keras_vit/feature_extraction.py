@@ -16,18 +16,13 @@ import math
 
 import keras
 
-from keras_vit.layers.bit import ResNetStage, StandardizedConv2D
-from keras_vit.layers.patching import ClassToken, DistillationToken, PatchEncoder, Patches
-from keras_vit.layers.pooling import SeparableMaxPooling2D
+from keras_vit import inspection
+from keras_vit.layers.patching import PatchEncoder, Patches
 from keras_vit.layers.pyramid import PatchTokenMap, SimpleFeaturePyramidLevel
-from keras_vit.layers.swin import SwinTransformerBlock
 from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.layers.validation import check_bool, check_positive_int
 
 OUTPUTS = ("tokens", "maps")
-# The hybrid root's max pooling: ours with a static size, Keras' with a dynamic one
-# (and in `.keras` files saved before keras_vit had its own).
-_MAX_POOLINGS = (SeparableMaxPooling2D, keras.layers.MaxPooling2D)
 PYRAMID_STRIDES = (4, 8, 16, 32)
 
 
@@ -35,19 +30,17 @@ class _Backbone:
     """What `features` needs of a model: its blocks, final norm, patch grid and ResNet levels."""
 
     def __init__(self, model):
-        if not isinstance(model, keras.Model):
-            raise ValueError(f"`model` must be a `keras.Model`. Received: model={model!r}")
-        layers = model.layers
-        if any(isinstance(layer, SwinTransformerBlock) for layer in layers):
+        inspection.check_model(model)
+        if inspection.family(model) == inspection.SWIN_FAMILY:
             raise ValueError(
                 "`model` is a Swin Transformer, whose stages are already a feature "
                 "hierarchy: build it with `keras_vit.SwinTransformer(..., include_top=False, "
                 "return_stages=True)` (or a Swin variant with those arguments) for its "
                 f"stride 4-32 maps. Received: model={model.name!r}"
             )
-        self.blocks = [layer for layer in layers if isinstance(layer, TransformerBlock)]
-        encoders = [layer for layer in layers if isinstance(layer, PatchEncoder)]
-        patches = [layer for layer in layers if isinstance(layer, Patches)]
+        self.blocks = inspection.layers_of(model, TransformerBlock)
+        encoders = inspection.layers_of(model, PatchEncoder)
+        patches = inspection.layers_of(model, Patches)
         if not self.blocks or len(encoders) != 1 or len(patches) != 1 or len(model.inputs) != 1:
             raise ValueError(
                 "`model` must be a keras_vit ViT, DeiT, hybrid ResNet+ViT or ConViT (built by "
@@ -62,71 +55,17 @@ class _Backbone:
         # height and width are static, or None for a variable image size.
         self.patch_grid = encoders[0].input
         self.grid = tuple(self.patch_grid.shape[1:3])
-        self.num_prefix_tokens = self._prefix_counts(layers)
-        self.stride = self._stride(layers, patches[0].patch_size)
-        self.norm = self._final_norm(layers, self.blocks[-1].output)
-        self.resnet_levels = self._resnet_levels(layers)
-
-    @staticmethod
-    def _prefix_counts(layers):
-        """How many class and distillation tokens lead each block's input.
-
-        Counted from the token layers met before each block in graph order:
-        ConViT inserts its class token only after the last GPSA block, and with
-        a variable image size the sequence lengths are not static.
-        """
-        counts, inserted = [], 0
-        for layer in layers:
-            if isinstance(layer, (ClassToken, DistillationToken)):
-                inserted += 1
-            elif isinstance(layer, TransformerBlock):
-                counts.append(inserted)
-        return counts
-
-    @staticmethod
-    def _stride(layers, patch_size):
-        """Pixels per token along each axis: the patch, times a hybrid ResNet's downsampling."""
-        stride = list(patch_size)
-        for layer in layers:
-            if isinstance(layer, (StandardizedConv2D, *_MAX_POOLINGS, ResNetStage)):
-                step = layer.strides if isinstance(layer.strides, (tuple, list)) else (layer.strides,) * 2
-                stride = [s * t for s, t in zip(stride, step)]
-        return tuple(stride)
-
-    @staticmethod
-    def _final_norm(layers, last):
-        """The LayerNorm after the blocks (`encoder_norm`), or None.
-
-        The builders' models have one LayerNorm outside the blocks; should
-        there be more, the one applied to the last block's output is it.
-        """
-        norms = [layer for layer in layers if isinstance(layer, keras.layers.LayerNormalization)]
-        if len(norms) > 1:
-            norms = [layer for layer in norms if layer.input is last]
-        return norms[0] if norms else None
-
-    @staticmethod
-    def _resnet_levels(layers):
-        """The hybrid's ResNet outputs: the root before its max-pool, then every stage."""
-        if not any(isinstance(layer, StandardizedConv2D) for layer in layers):
-            return []
-        pools = [layer for layer in layers if isinstance(layer, _MAX_POOLINGS)]
-        stages = [layer.output for layer in layers if isinstance(layer, ResNetStage)]
-        # timm's ResNetV2 takes its stride-2 root feature after GroupNorm+ReLU,
-        # before the root's max-pool; levels 1.. are the stage outputs.
-        return [pools[0].input, *stages] if pools else stages
+        self.num_prefix_tokens = inspection.prefix_token_counts(model)
+        self.stride = inspection.token_stride(model)
+        # The backbone's end (`keras_vit.models.backbone`), applied to other blocks with `norm=True`.
+        self.norm = inspection.final_norm(model)
+        self.resnet_levels = inspection.resnet_levels(model)
 
     def _output(self, index, norm):
         """The output of block `index`, through the final LayerNorm if `norm`."""
         x = self.blocks[index].output
         if not norm:
             return x
-        if self.norm is None:
-            raise ValueError(
-                "`norm=True` applies the model's final LayerNorm, but `model` has no "
-                "LayerNormalization after its last block. Received: norm=True, "
-                f"model={self.model.name!r}"
-            )
         return self.norm(x)
 
     def tokens(self, index, norm, name):

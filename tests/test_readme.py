@@ -19,6 +19,26 @@ def test_ci_runs_the_readme_test_command():
     assert "KERAS_BACKEND=tensorflow" in ci_lines[0] and "KERAS_BACKEND=jax" in ci_lines[0]
 
 
+FAMILIES = ("ViT", "hybrid ResNet+ViT", "DeiT", "ConViT", "Swin")
+
+
+def test_readme_and_package_description_name_every_family():
+    readme = (ROOT / "README.md").read_text()
+    first_paragraph = " ".join(readme.split("\n\n")[1].split())
+    description = next(line for line in (ROOT / "setup.cfg").read_text().splitlines()
+                       if line.startswith("description = "))
+    for text in (first_paragraph, description):
+        missing = [family for family in FAMILIES if family not in text]
+        assert not missing, f"{missing} not named in: {text}"
+
+
+def test_readme_main_command_installs_the_trainer():
+    readme = (ROOT / "README.md").read_text()
+    command = next(line for line in readme.splitlines() if line.endswith("python train/main.py"))
+    extras = re.search(r'pip install -q -e "\.\[([\w,-]+)\]"', command).group(1).split(",")
+    assert "train" in extras and "cpu" in extras, command
+
+
 def test_readme_python_examples_run(tmp_path, monkeypatch):
     readme = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", readme, re.S)

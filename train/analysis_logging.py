@@ -15,9 +15,9 @@ import keras
 import numpy as np
 
 from keras_vit import analysis
-from keras_vit.layers.attention import GPSA
+from keras_vit.layers.gpsa import GPSA
 from keras_vit.layers.patching import PatchEncoder
-from keras_vit.utils import write_text_atomically
+from keras_vit.files import write_text_atomically
 from train import files
 
 # What `--log_analysis` accepts (comma-separated).

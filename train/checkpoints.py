@@ -24,7 +24,7 @@ import threading
 import keras
 import numpy as np
 
-from keras_vit.utils import file_sha256, write_text_atomically
+from keras_vit.files import file_sha256, write_text_atomically
 from train import files
 
 KEEP = 2

@@ -129,7 +129,8 @@ def check_pretrained(config):
 
 def check_distillation(config):
     """`--teacher`, `--teacher_weights` and `--distillation*` together, without loading the teacher."""
-    from train.distillation import DISTILLATION_TYPES, check_teacher_spec
+    from train.distillation import DISTILLATION_TYPES
+    from train.teachers import check_teacher_spec
 
     check_choice(config, "distillation", DISTILLATION_TYPES)
     check_number(config, "distillation_tau", 0, None, low_open=True)
@@ -177,11 +178,11 @@ def check_config(config):
         if not _is_int(config.randaugment) or not low <= config.randaugment <= high:
             _fail("randaugment", config.randaugment,
                   f"a RandAugment magnitude, an integer from {low} (off) to {high} (DeiT uses 9)")
-    if config.remat and (config.dropout_rate or config.drop_path_rate):
+    if config.remat and config.dropout_rate:
+        # Stochastic depth is fine: the blocks draw its masks outside the recomputation.
         raise ValueError(
-            "--remat cannot be combined with --dropout_rate or --drop_path_rate yet (the recomputed backward "
-            "pass would draw other random masks). Received: remat=True, "
-            f"dropout_rate={config.dropout_rate}, drop_path_rate={config.drop_path_rate}"
+            "--remat cannot be combined with --dropout_rate (the recomputed backward pass would draw other "
+            f"dropout masks); --drop_path_rate is supported. Received: remat=True, dropout_rate={config.dropout_rate}"
         )
     for field in ("jit_compile", "remat"):
         if not isinstance(getattr(config, field), bool):

@@ -1,5 +1,8 @@
 """Where a run computes: TPU, GPUs or CPU, through `tf.distribute` or `keras.distribution`.
 
+(About 400 lines: choosing the device and the strategy or distribution is one
+decision, made in one place for both backends.)
+
 On TensorFlow a `tf.distribute.Strategy` (TPUStrategy, MirroredStrategy, or the
 default). On JAX (what Colab's TPU runtimes ship) a `JaxDistribution`: data
 parallelism (`keras.distribution.DataParallel`) or FSDP-style sharding

@@ -10,14 +10,14 @@ import time
 
 import keras
 
-from keras_vit.utils import write_text_atomically
+from keras_vit import export
+from keras_vit.files import write_text_atomically
 from train import data as data_lib
 from train import files
 from train import pipeline
 from train.analysis_logging import AnalysisLogger, parse_analyses
 from train.checkpoints import CheckpointManager, PreemptionCheckpoint
 from train.checks import check_config
-from train.export import export_saved_model, save_keras_atomically
 from train.modeling import build_model
 from train.optimization import make_optimizer
 from train.strategy import JaxDistribution, barrier, is_chief
@@ -162,7 +162,8 @@ def train(config, workdir, strategy=None, verbose="auto"):
         model, report = build_model(config, train_source.num_classes, image_size, train_source.channels)
         student = model
         if config.teacher is not None:
-            from train.distillation import Distiller, load_teacher
+            from train.distillation import Distiller
+            from train.teachers import load_teacher
 
             # Inside the strategy scope: the teacher's variables are placed like the student's.
             teacher = load_teacher(config.teacher, config.teacher_weights, num_classes=train_source.num_classes,
@@ -248,8 +249,8 @@ def train(config, workdir, strategy=None, verbose="auto"):
     with contextlib.ExitStack() as stack:
         folder = workdir if chief else stack.enter_context(tempfile.TemporaryDirectory(prefix="keras_vit-scratch-"))
         model_path, saved_model_path = os.path.join(folder, "model.keras"), os.path.join(folder, "saved_model")
-        save_keras_atomically(student, model_path)
-        export_saved_model(student, saved_model_path)
+        export.keras_file(student, model_path)
+        export.saved_model(student, saved_model_path)
     if not chief:
         return summary
     summary["model_path"], summary["saved_model_path"] = model_path, saved_model_path

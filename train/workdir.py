@@ -10,7 +10,7 @@ import dataclasses
 import json
 import os
 import re
-from keras_vit.utils import write_text_atomically
+from keras_vit.files import write_text_atomically
 from train import files
 from train.checkpoints import CheckpointManager
 
@@ -21,7 +21,8 @@ RESULTS = ("checkpoints", "model.keras", "saved_model", "summary.json")
 # a resumed run may change them.
 RESUMABLE_FIELDS = ("checkpoint_every_steps", "eval_batch_size", "steps_per_execution", "jit_compile", "data_dir",
                     "log_analysis", "analysis_images")
-# Temporary names of the atomic writes in the workdir (`train.export`, `write_text_atomically`).
+# Temporary names of the atomic writes in the workdir (`keras_vit.files`: `staging_path`, `write_atomically`,
+# `replace_folder`).
 LEFTOVER_NAME = re.compile(r"^(\.tmp-\d+-.+|.+\.tmp-\d+|.+\.old-\d+)$")
 
 

@@ -14,9 +14,9 @@ from typing import NamedTuple
 import numpy as np
 from keras import ops
 
-from keras_vit.layers.patching import ClassToken, PatchEncoder
-from keras_vit.layers.swin import PatchMerging, SwinTransformerBlock
-from keras_vit.layers.transformer import TransformerBlock
+from keras_vit import inspection
+from keras_vit.inspection import has_class_token
+from keras_vit.layers.swin import SwinTransformerBlock
 from keras_vit.layers.window_attention import window_positions
 
 
@@ -27,13 +27,7 @@ def grid_size(model):
         ValueError: for a model without one token grid (a Swin model: see
             `window_grids`).
     """
-    encoder = next((layer for layer in model.layers if isinstance(layer, PatchEncoder)), None)
-    if encoder is None:
-        raise ValueError(
-            "The model has no PatchEncoder, so no single patch grid (for a Swin model, "
-            f"use `window_grids(model)`). Received: model={model.name!r}"
-        )
-    return encoder.grid_size
+    return inspection.patch_encoder(model).grid_size
 
 
 class WindowGrid(NamedTuple):
@@ -61,23 +55,16 @@ class WindowGrid(NamedTuple):
 
 def window_grids(model):
     """One `WindowGrid` per Swin block of `model`, in order (as `attention_maps` lists them)."""
-    grids, stride = [], 1
-    for layer in model.layers:
-        if isinstance(layer, PatchMerging):
-            stride *= 2
-        elif isinstance(layer, SwinTransformerBlock):
-            grids.append(
-                WindowGrid(layer.resolution, layer.padded_size, layer.window, layer.shift, stride)
-            )
+    grids = [
+        WindowGrid(block.resolution, block.padded_size, block.window, block.shift, 2**stage)
+        for stage, blocks in enumerate(inspection.swin_stages(model))
+        for block in blocks
+    ]
     if not grids:
         raise ValueError(
             f"The model has no SwinTransformerBlock. Received: model={model.name!r}"
         )
     return grids
-
-
-def has_class_token(model):
-    return any(isinstance(layer, ClassToken) for layer in model.layers)
 
 
 def attention_maps(model, images):
@@ -97,14 +84,13 @@ def attention_maps(model, images):
         `window_grids(model)` says where they lie and `window_attention_to_grid`
         puts them there.
     """
+    last = model.layers.index(inspection.blocks(model)[-1])
     x = ops.convert_to_tensor(images)
     maps = []
-    blocks = (TransformerBlock, SwinTransformerBlock)
-    last = max(i for i, layer in enumerate(model.layers) if isinstance(layer, blocks))
     # keras_vit builders make single chains up to the last block, so the layers in
     # order are the graph there; after it a distilled model branches into two heads.
     for layer in model.layers[1 : last + 1]:
-        if isinstance(layer, blocks):
+        if isinstance(layer, inspection.BLOCK_CLASSES):
             x, probs = layer(x, return_attention_scores=True)
             probs = np.asarray(ops.convert_to_numpy(ops.cast(probs, "float32")))
             if isinstance(layer, SwinTransformerBlock):

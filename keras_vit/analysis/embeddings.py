@@ -3,8 +3,9 @@
 import numpy as np
 from keras import ops
 
-from keras_vit.layers.attention import GPSA
-from keras_vit.layers.patching import PatchEncoder, Patches
+from keras_vit import inspection
+from keras_vit.layers.gpsa import GPSA
+from keras_vit.layers.patching import Patches
 
 
 def _numpy(variable):
@@ -18,8 +19,7 @@ def position_embedding_similarity(model):
         Array `(rows, cols, rows, cols)`: entry `[i, j]` is the map of patch
         `(i, j)`'s similarity to every patch.
     """
-    encoder = next(layer for layer in model.layers if isinstance(layer, PatchEncoder))
-    grid = _numpy(encoder.position_embedding)
+    grid = _numpy(inspection.patch_encoder(model).position_embedding)
     rows, cols, width = grid.shape
     flat = grid.reshape(-1, width)
     flat = flat / np.linalg.norm(flat, axis=-1, keepdims=True)
@@ -37,8 +37,8 @@ def patch_embedding_components(model, num_components=28):
         Tuple `(components, explained)`: `(k, P, P, C)` filters and the fraction
         of variance each explains.
     """
-    patches = next((layer for layer in model.layers if isinstance(layer, Patches)), None)
-    encoder = next(layer for layer in model.layers if isinstance(layer, PatchEncoder))
+    encoder = inspection.patch_encoder(model)
+    patches = inspection.first_layer(model, Patches)
     kernel = _numpy(encoder.projection.kernel)  # (P * P * C, D)
     ph, pw = patches.patch_size
     channels = kernel.shape[0] // (ph * pw)

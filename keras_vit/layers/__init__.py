@@ -1,15 +1,10 @@
 """Registered Keras layers of keras_vit."""
 
-from keras_vit.layers.attention import GPSA, MultiHeadSelfAttention
+from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.layers.bit import BottleneckUnit, ResNetStage, StandardizedConv2D
+from keras_vit.layers.gpsa import GPSA
 from keras_vit.layers.image_check import ImageShapeCheck
-from keras_vit.layers.patching import (
-    ClassToken,
-    DistillationToken,
-    DistillationTokenPooling,
-    PatchEncoder,
-    Patches,
-)
+from keras_vit.layers.patching import PatchEncoder, Patches
 from keras_vit.layers.normalization import LayerNormalization
 from keras_vit.layers.pooling import ClassTokenPooling, SeparableMaxPooling2D
 from keras_vit.layers.position import AbsolutePositionEmbedding
@@ -20,6 +15,7 @@ from keras_vit.layers.swin import (
     SwinTransformerBlock,
     WindowAttention,
 )
+from keras_vit.layers.tokens import ClassToken, DistillationToken, DistillationTokenPooling
 from keras_vit.layers.transformer import MLPBlock, StochasticDepth, TransformerBlock
 
 __all__ = [

@@ -1,5 +1,9 @@
 """Swin Transformer layers (Liu et al. 2021): windows, shifted windows, patch merging.
 
+(Over 400 lines on purpose: Swin's patch embedding, block and merging are one
+family that shares the padding and map conventions below; its window attention
+is in `keras_vit.layers.window_attention`.)
+
 Feature maps stay channels-last, `(batch, H, W, C)`, between the layers, so that
 the stage resolution is static and the window masks and relative position
 indices are numpy constants computed in `build()`; `call` only reads them.
@@ -19,14 +23,16 @@ resolution.
 import keras
 from keras import ops
 
+from keras_vit.layers.dtype_policies import resolve_dtype_policies, with_quantized_dtypes
 from keras_vit.layers.normalization import LayerNormalization
-from keras_vit.layers.token_dense import dense_on_tokens, resolve_dtype_policies, with_quantized_dtypes
-from keras_vit.layers.transformer import MLPBlock, StochasticDepth
+from keras_vit.layers.token_dense import dense_on_tokens
+from keras_vit.layers.transformer import MLPBlock, StochasticDepth, call_with_remat
 from keras_vit.layers.validation import (
     check_bool,
     check_non_negative_float,
     check_positive_int,
     check_rate,
+    check_remat_without_dropout,
     to_pair,
 )
 from keras_vit.layers.window_attention import (
@@ -172,13 +178,11 @@ class SwinTransformerBlock(keras.layers.Layer):
         kernel_initializer: Initializer of all kernels. Defaults to a truncated
             normal with standard deviation 0.02 (the reference's).
         remat: bool. Recompute the block in the backward pass instead of
-            storing its activations (`keras.remat`), for less memory at about
-            a third more compute. Only tensors cross the remat boundary: the
-            stochastic-depth masks are drawn outside it, so that the
-            recomputation sees the same masks and no random-generator state is
-            updated inside `jax.checkpoint` (which would leak a tracer) or
-            re-drawn by `tf.recompute_grad`; for the same reason it refuses
-            dropout. Defaults to `False`.
+            storing its activations (`keras.remat`: `tf.recompute_grad`,
+            `jax.checkpoint`). Supports stochastic depth, whose masks are
+            drawn outside the recomputed function (`call_with_remat`); refuses
+            dropout and attention dropout, whose masks would be drawn anew.
+            Defaults to `False`.
         **kwargs: Base layer arguments.
 
     Call arguments:
@@ -206,12 +210,7 @@ class SwinTransformerBlock(keras.layers.Layer):
         super().__init__(**kwargs)
         check_positive_int(num_heads, "num_heads")
         check_bool(remat, "remat")
-        if remat and (dropout_rate or attention_dropout_rate):
-            raise ValueError(
-                "`remat=True` supports stochastic depth but not dropout inside the block. "
-                f"Received: remat=True, dropout_rate={dropout_rate}, "
-                f"attention_dropout_rate={attention_dropout_rate}"
-            )
+        check_remat_without_dropout(remat, dropout_rate, attention_dropout_rate)
         window = to_pair(window_size, "window_size")
         shift = _check_shift(shift_size)
         if any(s >= w for s, w in zip(shift, window)):
@@ -308,37 +307,20 @@ class SwinTransformerBlock(keras.layers.Layer):
             x = cyclic_shift(x, self.shift)
         return x[:, :height, :width], scores
 
-    def _branch_scale(self, x, training):
-        """The stochastic-depth factor of one residual branch: `(batch, 1, 1, 1)` or 1.
-
-        The same draw as `StochasticDepth` (same shape, same seed generator), so
-        that a block gives the same outputs with and without remat.
-        """
-        rate = self.drop_path_rate
-        if not training or rate == 0.0:
-            return ops.ones((1, 1, 1, 1), x.dtype)
-        keep = 1.0 - rate
-        shape = (ops.shape(x)[0], 1, 1, 1)
-        mask = keras.random.uniform(shape, seed=self.drop_path.seed_generator) < keep
-        return ops.cast(mask, x.dtype) / ops.cast(keep, x.dtype)
-
     def call(self, x, training=None, return_attention_scores=False):
+        keep_masks = self.drop_path.keep_masks(x, training, 2)
         if self.remat and not return_attention_scores:
-            attention_scale = self._branch_scale(x, training)
-            mlp_scale = self._branch_scale(x, training)
+            return call_with_remat(lambda t, masks: self._forward(t, masks, training, False), x, keep_masks)
+        return self._forward(x, keep_masks, training, return_attention_scores)
 
-            def forward(x, attention_scale, mlp_scale):
-                # `training` passed on explicitly: `tf.recompute_grad` reruns this
-                # function after the model's call (and its training context) has ended.
-                y, _ = self._window_attention(self.norm1(x, training=training), training, False)
-                x = x + y * attention_scale
-                return x + self.mlp(self.norm2(x, training=training), training=training) * mlp_scale
-
-            # Positional arguments only: backends' remat wrappers take no keywords.
-            return keras.remat(forward)(x, attention_scale, mlp_scale)
+    def _forward(self, x, keep_masks, training, return_attention_scores):
+        # `training` passed on explicitly: `tf.recompute_grad` reruns this
+        # function after the model's call (and its training context) has ended.
+        attention_keep, mlp_keep = keep_masks
         y, scores = self._window_attention(self.norm1(x, training=training), training, return_attention_scores)
-        x = x + self.drop_path(y, training=training)
-        x = x + self.drop_path(self.mlp(self.norm2(x, training=training), training=training), training=training)
+        x = x + self.drop_path.apply_keep_mask(y, attention_keep)
+        y = self.mlp(self.norm2(x, training=training), training=training)
+        x = x + self.drop_path.apply_keep_mask(y, mlp_keep)
         return (x, scores) if return_attention_scores else x
 
     def compute_output_shape(self, input_shape):

@@ -3,10 +3,12 @@
 import keras
 from keras import ops
 
-from keras_vit.layers.attention import GPSA, MultiHeadSelfAttention
+from keras_vit.layers.attention import MultiHeadSelfAttention
+from keras_vit.layers.gpsa import GPSA
+from keras_vit.layers.dtype_policies import resolve_dtype_policies, with_quantized_dtypes
 from keras_vit.layers.normalization import LayerNormalization
-from keras_vit.layers.token_dense import dense_on_tokens, resolve_dtype_policies, with_quantized_dtypes
-from keras_vit.layers.validation import check_positive_int, check_rate, check_remat_without_randomness
+from keras_vit.layers.token_dense import dense_on_tokens
+from keras_vit.layers.validation import check_bool, check_positive_int, check_rate, check_remat_without_dropout
 
 
 def gelu(x):
@@ -129,12 +131,44 @@ class StochasticDepth(keras.layers.Layer):
         self.built = True
 
     def call(self, x, training=None):
+        (mask,) = self.keep_masks(x, training, 1)
+        return self.apply_keep_mask(x, mask)
+
+    def keep_masks(self, x, training, count):
+        """`count` independent per-example keep masks for branches shaped like `x`.
+
+        Drawn apart from `apply_keep_mask` so that a block can draw the masks of
+        its residual branches before a rematerialized function and pass them in
+        (`call_with_remat`).
+
+        Args:
+            x: Tensor `(batch, ...)`, shaped like the branches.
+            training: bool. Masks are drawn in training only.
+            count: int. Number of masks, one per residual branch.
+
+        Returns:
+            A tuple of `count` tensors `(batch, 1, ..., 1)` of 0s and 1s in
+            `x.dtype`, or of `count` Nones when nothing is dropped (outside
+            training or at rate 0).
+        """
         if not training or self.rate == 0.0:
-            return x
-        keep = 1.0 - self.rate
+            return (None,) * count
         shape = (ops.shape(x)[0],) + (1,) * (len(x.shape) - 1)
-        mask = keras.random.uniform(shape, seed=self.seed_generator) < keep
-        return x * ops.cast(mask, x.dtype) / ops.cast(keep, x.dtype)
+        return tuple(
+            ops.cast(keras.random.uniform(shape, seed=self.seed_generator) < 1.0 - self.rate, x.dtype)
+            for _ in range(count)
+        )
+
+    def apply_keep_mask(self, x, mask):
+        """`x` with the examples of a 0 mask zeroed and the others scaled by `1 / (1 - rate)`.
+
+        Args:
+            x: Tensor `(batch, ...)`.
+            mask: A mask of `keep_masks`, or None (nothing dropped).
+        """
+        if mask is None:
+            return x
+        return x * mask / ops.cast(1.0 - self.rate, x.dtype)
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -143,6 +177,30 @@ class StochasticDepth(keras.layers.Layer):
         config = super().get_config()
         config.update({"rate": self.rate, "seed": self.seed})
         return config
+
+
+def call_with_remat(forward, inputs, keep_masks):
+    """`forward(inputs, keep_masks)`, recomputed in the backward pass (`keras.remat`).
+
+    Only tensors cross the remat boundary: the block draws its stochastic-depth
+    masks before it (`StochasticDepth.keep_masks`, as it does without remat)
+    and passes them in, so that the recomputation sees the forward pass's
+    masks, no random-generator state is updated inside `jax.checkpoint` (which
+    would leak a tracer) or drawn anew by `tf.recompute_grad`, and the block
+    gives the same outputs and gradients with and without remat.
+
+    Args:
+        forward: Callable `(inputs, keep_masks)` returning the block's output.
+        inputs: Tensor. The block's input.
+        keep_masks: Tuple of the block's stochastic-depth masks (or of Nones).
+
+    Returns:
+        The output of `forward`.
+    """
+    # Positional arguments only: backends' remat wrappers take no keywords.
+    if all(mask is None for mask in keep_masks):
+        return keras.remat(lambda x: forward(x, keep_masks))(inputs)
+    return keras.remat(lambda x, *masks: forward(x, masks))(inputs, *keep_masks)
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -176,7 +234,10 @@ class TransformerBlock(keras.layers.Layer):
             normal with standard deviation 1e-6 (reference ViT).
         remat: bool. Recompute the block in the backward pass instead of
             storing its activations (`keras.remat`: `tf.recompute_grad`,
-            `jax.checkpoint`). Defaults to `False`.
+            `jax.checkpoint`). Supports stochastic depth, whose masks are
+            drawn outside the recomputed function (`call_with_remat`); refuses
+            dropout and attention dropout, whose masks would be drawn anew.
+            Defaults to `False`.
         **kwargs: Base layer arguments.
 
     Call arguments:
@@ -213,7 +274,8 @@ class TransformerBlock(keras.layers.Layer):
             ("drop_path_rate", drop_path_rate),
         ):
             check_rate(rate, name)
-        check_remat_without_randomness(remat, dropout_rate, attention_dropout_rate, drop_path_rate)
+        check_bool(remat, "remat")
+        check_remat_without_dropout(remat, dropout_rate, attention_dropout_rate)
         if use_gpsa and grid_size is None:
             raise ValueError(
                 "`grid_size` (rows, cols of the patch grid) is required with "
@@ -283,14 +345,17 @@ class TransformerBlock(keras.layers.Layer):
         resolve_dtype_policies(self)
 
     def call(self, tokens, training=None, return_attention_scores=False):
+        keep_masks = self.drop_path.keep_masks(tokens, training, 2)
         if self.remat and not return_attention_scores:
-            # Positional arguments only: backends' remat wrappers take no keywords.
-            return keras.remat(lambda t: self._forward(t, training, False))(tokens)
-        return self._forward(tokens, training, return_attention_scores)
+            return call_with_remat(
+                lambda t, masks: self._forward(t, masks, training, False), tokens, keep_masks
+            )
+        return self._forward(tokens, keep_masks, training, return_attention_scores)
 
-    def _forward(self, tokens, training, return_attention_scores):
+    def _forward(self, tokens, keep_masks, training, return_attention_scores):
         # `training` passed on explicitly: `tf.recompute_grad` reruns this
         # function after the model's call (and its training context) has ended.
+        attention_keep, mlp_keep = keep_masks
         x = self.norm1(tokens, training=training)
         x = self.attention(
             x, training=training, return_attention_scores=return_attention_scores
@@ -298,9 +363,9 @@ class TransformerBlock(keras.layers.Layer):
         if return_attention_scores:
             x, scores = x
         x = self.dropout(x, training=training)
-        tokens = tokens + self.drop_path(x, training=training)
+        tokens = tokens + self.drop_path.apply_keep_mask(x, attention_keep)
         x = self.mlp(self.norm2(tokens, training=training), training=training)
-        tokens = tokens + self.drop_path(x, training=training)
+        tokens = tokens + self.drop_path.apply_keep_mask(x, mlp_keep)
         return (tokens, scores) if return_attention_scores else tokens
 
     def compute_output_shape(self, input_shape):

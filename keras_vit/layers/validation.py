@@ -115,22 +115,32 @@ def check_dtype_policy(dtype, name="dtype"):
     return policy
 
 
-def check_remat_without_randomness(remat, dropout_rate, attention_dropout_rate, drop_path_rate):
-    """Refuses `remat=True` together with dropout or stochastic depth.
+def check_remat_without_dropout(remat, dropout_rate, attention_dropout_rate):
+    """Refuses `remat=True` together with dropout or attention dropout.
 
     Recomputing a block in the backward pass runs its random draws again: with a
     stateful seed they give other masks than the forward pass did (wrong
     gradients, silently, under `tf.recompute_grad`), and `jax.checkpoint` refuses
-    the stateful draw outright. Until the blocks draw their masks from seeds
-    passed into the recomputation, remat is for runs without them.
+    the stateful draw outright. Stochastic depth is supported: the blocks draw
+    its per-example masks before the recomputed function and pass them in
+    (`call_with_remat`). Dropout masks are drawn deep inside the attention and
+    the MLP, so remat is for runs without dropout.
+
+    Args:
+        remat: bool. The block's or model's `remat`.
+        dropout_rate: float. Dropout after the dense layers.
+        attention_dropout_rate: float. Dropout on the attention probabilities.
+
+    Raises:
+        ValueError: for `remat=True` with a non-zero rate, naming the rates.
     """
-    rates = {"dropout_rate": dropout_rate, "attention_dropout_rate": attention_dropout_rate,
-             "drop_path_rate": drop_path_rate}
+    rates = {"dropout_rate": dropout_rate, "attention_dropout_rate": attention_dropout_rate}
     used = {name: rate for name, rate in rates.items() if rate}
     if remat and used:
         received = ", ".join(f"{name}={rate}" for name, rate in used.items())
         raise ValueError(
-            "`remat=True` cannot be combined with dropout or stochastic depth yet: the recomputed "
-            "backward pass would draw other random masks than the forward pass. Set the rates to 0 "
-            f"or remat=False. Received: remat=True, {received}"
+            "`remat=True` supports stochastic depth but not dropout: the recomputed backward pass "
+            "would draw other dropout masks than the forward pass. Set the dropout rates to 0 or "
+            f"remat=False. Received: remat=True, {received}"
         )
+

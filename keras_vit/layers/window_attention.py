@@ -15,10 +15,18 @@ import numpy as np
 from keras import ops
 
 from keras_vit.layers.attention import _AttentionBase, _merge_heads
-from keras_vit.layers.token_dense import dense_on_tokens, resolve_dtype_policies, with_quantized_dtypes
+from keras_vit.layers.dtype_policies import resolve_dtype_policies, with_quantized_dtypes
+from keras_vit.layers.token_dense import dense_on_tokens
 from keras_vit.layers.validation import check_rate, to_pair
 
-# the cyclic shift (the reference's value; exp(-100) underflows to 0 in float32).
+# Added to the logits of token pairs from different regions after the cyclic
+# shift (`shifted_window_mask`): -100, the value of Microsoft's reference and of
+# timm. The softmax runs in float32 (`compute_attention`) and each row's largest
+# logit is unmasked (a token always shares its own region), so a masked pair's
+# weight is exp(-100) ~ 3.7e-44 times exp(its logit minus that largest). That is
+# a float32 subnormal, not zero (PyTorch keeps it), though TensorFlow's and XLA's
+# CPU kernels flush subnormals to 0; either way it is negligible next to the
+# unmasked weights, as long as a row's logits differ by much less than 100.
 MASK_VALUE = -100.0
 
 

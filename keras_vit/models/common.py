@@ -94,22 +94,26 @@ def check_common_args(
             "`hidden_size` must be divisible by `num_heads`. "
             f"Received: hidden_size={hidden_size}, num_heads={num_heads}"
         )
-    if pooling not in POOLINGS:
-        raise ValueError(
-            f"`pooling` must be one of {POOLINGS}. Received: pooling={pooling!r}"
-        )
-    if preprocessing not in PREPROCESSINGS:
-        raise ValueError(
-            f"`preprocessing` must be one of {PREPROCESSINGS}. "
-            f"Received: preprocessing={preprocessing!r}"
-        )
+    check_choice(pooling, "pooling", POOLINGS)
+    check_choice(preprocessing, "preprocessing", PREPROCESSINGS)
+    check_rates(dropout_rate, attention_dropout_rate, drop_path_rate)
+    return image_size, patch_size
+
+
+def check_choice(value, name, choices):
+    """Raises a ValueError naming `name` unless `value` is one of `choices`."""
+    if value not in choices:
+        raise ValueError(f"`{name}` must be one of {choices}. Received: {name}={value!r}")
+
+
+def check_rates(dropout_rate, attention_dropout_rate, drop_path_rate):
+    """Checks the three rates of the blocks (dropout, attention dropout, stochastic depth)."""
     for name, rate in (
         ("dropout_rate", dropout_rate),
         ("attention_dropout_rate", attention_dropout_rate),
         ("drop_path_rate", drop_path_rate),
     ):
         check_rate(rate, name)
-    return image_size, patch_size
 
 
 def check_model_args(

@@ -1,25 +1,9 @@
 """ConViT: a ViT whose first blocks use gated positional self-attention (d'Ascoli et al. 2021)."""
 
-import keras
-
-from keras_vit.layers.normalization import LayerNormalization
-from keras_vit.layers.patching import ClassToken, DistillationToken, PatchEncoder, Patches
 from keras_vit.layers.transformer import TransformerBlock
-from keras_vit.layers.validation import check_non_negative_float, check_remat_without_randomness
-from keras_vit.models.common import (
-    check_common_args,
-    check_dynamic_args,
-    check_grid,
-    check_model_args,
-    classification_head,
-    finish_model,
-    image_input,
-    initializers,
-    patch_grid,
-    pool,
-    preprocess,
-)
-from keras_vit.models.deit import check_distillation_args, distilled_top
+from keras_vit.layers.validation import check_non_negative_float
+from keras_vit.models.common import patch_grid
+from keras_vit.models.skeleton import EncoderConfig, Family, build_encoder_model
 
 
 def ConViT(
@@ -96,16 +80,8 @@ def ConViT(
     Returns:
         A `keras.Model` taking `(batch, height, width, num_channels)` images.
     """
-    image_size, patch_size = check_common_args(
-        image_size, patch_size, num_channels, hidden_size, num_layers, num_heads, mlp_dim,
-        pooling, preprocessing, dropout_rate, attention_dropout_rate, drop_path_rate,
-    )
-    check_model_args(
-        num_classes, include_top, representation_size, classifier_activation, dtype, remat, weights, name
-    )
-    check_remat_without_randomness(remat, dropout_rate, attention_dropout_rate, drop_path_rate)
-    check_dynamic_args(dynamic_image_size, dynamic_padding, position_interpolation, position_antialias)
-    check_grid(image_size, patch_size, image_size, dynamic_padding)
+    # Taken first, so that it holds exactly the arguments.
+    config = EncoderConfig.from_arguments(locals())
     if (
         not isinstance(num_gpsa_layers, int)
         or isinstance(num_gpsa_layers, bool)
@@ -124,47 +100,17 @@ def ConViT(
         )
     # 0 disables the convolutional initialization.
     check_non_negative_float(locality_strength, "locality_strength")
-    init = initializers(initialization)
-    check_distillation_args(distillation, pooling, representation_size)
-    grid_size = patch_grid(image_size, patch_size, dynamic_padding)
-    # A dynamic grid reaches the GPSA blocks as a grid, which tells them its size.
-    grid_tokens = dynamic_image_size and num_gpsa_layers > 0
+    grid_size = patch_grid(config.image_size, config.patch_size, dynamic_padding)
+    init = config.init
 
-    images, x = image_input(
-        image_size, num_channels, dtype, patch_size, dynamic_image_size, dynamic_padding
-    )
-    x = preprocess(x, preprocessing, num_channels, dtype)
-    x = Patches(patch_size, dynamic_padding=dynamic_padding, dtype=dtype, name="patches")(x)
-    x = PatchEncoder(
-        hidden_size,
-        kernel_initializer=init["patch_kernel"],
-        position_initializer=init["position"],
-        grid_size=grid_size,
-        dynamic_grid=dynamic_image_size,
-        interpolation=position_interpolation,
-        antialias=position_antialias,
-        flatten=not grid_tokens,
-        dtype=dtype,
-        name="patch_encoder",
-    )(x)
-    x = keras.layers.Dropout(dropout_rate, dtype=dtype, name="embedding_dropout")(x)
-    for index in range(num_layers):
-        if index == num_gpsa_layers and pooling == "token":
-            x = ClassToken(
-                use_position_embedding=False,
-                initializer=init["class_token"],
-                dtype=dtype,
-                name="class_token",
-            )(x)
-            if distillation:
-                x = DistillationToken(use_position_embedding=False, dtype=dtype, name="distillation_token")(x)
+    def make_block(index):
         use_gpsa = index < num_gpsa_layers
-        x = TransformerBlock(
+        return TransformerBlock(
             num_heads,
             mlp_dim,
             dropout_rate=dropout_rate,
             attention_dropout_rate=attention_dropout_rate,
-            drop_path_rate=drop_path_rate * index / max(num_layers - 1, 1),
+            drop_path_rate=config.drop_path_rate_at(index),
             qkv_bias=False,
             use_gpsa=use_gpsa,
             grid_size=grid_size if use_gpsa else None,
@@ -175,16 +121,14 @@ def ConViT(
             dtype=dtype,
             remat=remat,
             name=f"encoderblock_{index}",
-        )(x)
-        if grid_tokens and index == num_gpsa_layers - 1:
-            x = keras.layers.Reshape((-1, hidden_size), dtype=dtype, name="flatten_grid")(x)
-    x = LayerNormalization(epsilon=1e-6, dtype=dtype, name="encoder_norm")(x)
-    if distillation:
-        x = distilled_top(x, include_top, num_classes, classifier_activation, dtype, init["head_kernel"])
-        return finish_model(images, x, name, weights)
-    x = pool(x, pooling, dtype)
-    if include_top:
-        x = classification_head(
-            x, num_classes, representation_size, classifier_activation, dtype, init["head_kernel"]
         )
-    return finish_model(images, x, name, weights)
+
+    family = Family(
+        make_block,
+        # The class token joins after the last GPSA block, without a position embedding.
+        tokens_at=num_gpsa_layers,
+        token_position_embeddings=False,
+        # A dynamic grid reaches the GPSA blocks as a grid, which tells them its size.
+        grid_blocks=num_gpsa_layers if dynamic_image_size else 0,
+    )
+    return build_encoder_model(config, family)

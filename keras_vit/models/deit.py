@@ -10,7 +10,7 @@ with both heads' logits that a trainer needs, sharing the layers.
 
 import keras
 
-from keras_vit.layers.patching import DistillationTokenPooling
+from keras_vit.layers.tokens import DistillationTokenPooling
 from keras_vit.layers.pooling import ClassTokenPooling
 from keras_vit.layers.validation import check_bool, check_dtype_policy
 from keras_vit.models.common import classification_head

@@ -5,8 +5,8 @@ embedding to the final norm (Swin Sec. 3.1, Fig. 3), so every stage's
 resolution is static and the blocks fix their windows, masks and indices in
 `build()` (see `keras_vit.layers.swin`).
 
-Layer names and timm 1.0.31's `SwinTransformer` keys (`timm_key_map` lists
-every weight with its transform; stages `i` and blocks `j` count from 0 in both):
+Layer names and timm 1.0.31's `SwinTransformer` keys (`keras_vit.weights.swin.timm_key_map`
+lists every weight with its transform; stages `i` and blocks `j` count from 0 in both):
 
 - `patch_embed/proj`, `patch_embed/norm` -> `patch_embed.proj`, `patch_embed.norm`
 - `stage_{i}_downsample/norm`, `/reduction` (i >= 1; the merging opens stage i)
@@ -34,14 +34,16 @@ from keras_vit.layers.swin import PatchMerging, SwinPatchEmbedding, SwinTransfor
 from keras_vit.layers.validation import (
     check_bool,
     check_positive_int,
-    check_rate,
+    check_remat_without_dropout,
     to_pair,
 )
 from keras_vit.layers.window_attention import _swin_initializer
 from keras_vit.models.common import (
     PREPROCESSINGS,
-    classification_head,
+    check_choice,
     check_model_args,
+    check_rates,
+    classification_head,
     finish_model,
     image_input,
     preprocess,
@@ -111,26 +113,15 @@ def _check_swin_args(
         raise ValueError(f"`mlp_ratio` must be a positive number. Received: mlp_ratio={mlp_ratio!r}")
     check_bool(qkv_bias, "qkv_bias")
     check_bool(absolute_position_embedding, "absolute_position_embedding")
-    for name, rate in rates.items():
-        check_rate(rate, name)
-    if pooling not in SWIN_POOLINGS:
-        raise ValueError(f"`pooling` must be one of {SWIN_POOLINGS}. Received: pooling={pooling!r}")
+    check_rates(**rates)
+    check_choice(pooling, "pooling", SWIN_POOLINGS)
     if pooling is None and include_top:
         raise ValueError(
             "`pooling=None` (the final feature map as output) needs `include_top=False`. "
             f"Received: pooling={pooling!r}, include_top={include_top!r}"
         )
-    if preprocessing not in PREPROCESSINGS:
-        raise ValueError(
-            f"`preprocessing` must be one of {PREPROCESSINGS}. Received: preprocessing={preprocessing!r}"
-        )
-    if remat and (rates["dropout_rate"] or rates["attention_dropout_rate"]):
-        raise ValueError(
-            "`remat=True` supports stochastic depth but not dropout inside the blocks "
-            "(see `SwinTransformerBlock`). Received: remat=True, "
-            f"dropout_rate={rates['dropout_rate']}, "
-            f"attention_dropout_rate={rates['attention_dropout_rate']}"
-        )
+    check_choice(preprocessing, "preprocessing", PREPROCESSINGS)
+    check_remat_without_dropout(remat, rates["dropout_rate"], rates["attention_dropout_rate"])
     return image_size, patch_size, window_size
 
 
@@ -225,7 +216,7 @@ def SwinTransformer(
         a fresh LayerNorm on every output (`norm{i}` for `out_indices`); those
         have no pretrained values, so they are left to the detection neck and
         every weight of this backbone is in the ImageNet checkpoints
-        (`timm_key_map(depths, include_top=False)`).
+        (`keras_vit.weights.swin.timm_key_map(depths, include_top=False)`).
 
     Raises:
         ValueError: for an invalid argument, naming it.
@@ -286,61 +277,3 @@ def SwinTransformer(
         # The reference's trunc-normal(0.02) classifier with zero bias, not ViT's zero kernel.
         x = classification_head(x, num_classes, None, classifier_activation, dtype, _swin_initializer())
     return finish_model(images, x, name, weights)
-
-
-def timm_key_map(depths, absolute_position_embedding=False, include_top=True):
-    """Keras weight paths of a `SwinTransformer` and the timm 1.0.31 keys they hold.
-
-    A pure table for the checkpoint converter: torch `Linear` weights are
-    `(out, in)` and Keras `Dense` kernels `(in, out)` ("transpose"); the patch
-    convolution is `(out, in, kh, kw)` in torch and `(kh, kw, in, out)` in
-    Keras ("conv"); everything else is copied as is ("copy").
-
-    Args:
-        depths: tuple of ints. Blocks per stage of the model.
-        absolute_position_embedding: bool. Whether the model has one (timm
-            1.0.31 has none, so its key is Microsoft's `absolute_pos_embed`,
-            of shape `(1, H*W, C)`, to be reshaped). Defaults to `False`.
-        include_top: bool. Whether the model has its head. Defaults to `True`.
-
-    Returns:
-        Dict `keras variable path -> (timm key, transform)`, transform one of
-        `"copy"`, `"transpose"`, `"conv"`.
-    """
-    table = {
-        "patch_embed/proj/kernel": ("patch_embed.proj.weight", "conv"),
-        "patch_embed/proj/bias": ("patch_embed.proj.bias", "copy"),
-        "patch_embed/norm/gamma": ("patch_embed.norm.weight", "copy"),
-        "patch_embed/norm/beta": ("patch_embed.norm.bias", "copy"),
-    }
-    if absolute_position_embedding:
-        table["absolute_position_embedding/position_embedding"] = ("absolute_pos_embed", "copy")
-
-    def linear(keras_prefix, timm_prefix, bias=True):
-        table[f"{keras_prefix}/kernel"] = (f"{timm_prefix}.weight", "transpose")
-        if bias:
-            table[f"{keras_prefix}/bias"] = (f"{timm_prefix}.bias", "copy")
-
-    def norm(keras_prefix, timm_prefix):
-        table[f"{keras_prefix}/gamma"] = (f"{timm_prefix}.weight", "copy")
-        table[f"{keras_prefix}/beta"] = (f"{timm_prefix}.bias", "copy")
-
-    for stage, depth in enumerate(depths):
-        if stage > 0:
-            norm(f"stage_{stage}_downsample/norm", f"layers.{stage}.downsample.norm")
-            linear(f"stage_{stage}_downsample/reduction", f"layers.{stage}.downsample.reduction", bias=False)
-        for index in range(depth):
-            ours, theirs = f"stage_{stage}_block_{index}", f"layers.{stage}.blocks.{index}"
-            norm(f"{ours}/norm1", f"{theirs}.norm1")
-            table[f"{ours}/attention/relative_position_bias_table"] = (
-                f"{theirs}.attn.relative_position_bias_table", "copy"
-            )
-            linear(f"{ours}/attention/qkv", f"{theirs}.attn.qkv")
-            linear(f"{ours}/attention/out", f"{theirs}.attn.proj")
-            norm(f"{ours}/norm2", f"{theirs}.norm2")
-            linear(f"{ours}/mlp/fc1", f"{theirs}.mlp.fc1")
-            linear(f"{ours}/mlp/fc2", f"{theirs}.mlp.fc2")
-    norm("norm", "norm")
-    if include_top:
-        linear("head", "head.fc")
-    return table

@@ -3,25 +3,10 @@
 import keras
 
 from keras_vit.layers.bit import ResNetStage, StandardizedConv2D
-from keras_vit.layers.normalization import LayerNormalization
-from keras_vit.layers.patching import ClassToken, DistillationToken, PatchEncoder, Patches
 from keras_vit.layers.pooling import SeparableMaxPooling2D
 from keras_vit.layers.transformer import TransformerBlock
-from keras_vit.layers.validation import check_positive_int, check_remat_without_randomness
-from keras_vit.models.common import (
-    check_common_args,
-    check_dynamic_args,
-    check_grid,
-    check_model_args,
-    classification_head,
-    finish_model,
-    image_input,
-    initializers,
-    patch_grid,
-    pool,
-    preprocess,
-)
-from keras_vit.models.deit import check_distillation_args, distilled_top
+from keras_vit.layers.validation import check_positive_int
+from keras_vit.models.skeleton import EncoderConfig, Family, build_encoder_model
 
 
 def resnet_stride(resnet_stages):
@@ -189,7 +174,9 @@ def VisionTransformer(
             Defaults to the global policy.
         remat: bool. Recompute each transformer block in the backward pass
             instead of storing its activations: less memory for about a third
-            more compute, so larger batches fit. Defaults to `False`.
+            more compute, so larger batches fit. Works with stochastic depth
+            (`drop_path_rate`), not with `dropout_rate` or
+            `attention_dropout_rate` above 0. Defaults to `False`.
         weights: str, path or None. A checkpoint file or a known checkpoint
             name to load (see `keras_vit.load_weights`). Defaults to `None`
             (random init).
@@ -204,70 +191,32 @@ def VisionTransformer(
     Raises:
         ValueError: for an invalid argument, naming it.
     """
-    image_size, patch_size = check_common_args(
-        image_size, patch_size, num_channels, hidden_size, num_layers, num_heads, mlp_dim,
-        pooling, preprocessing, dropout_rate, attention_dropout_rate, drop_path_rate,
-    )
-    check_model_args(
-        num_classes, include_top, representation_size, classifier_activation, dtype, remat, weights, name
-    )
-    check_remat_without_randomness(remat, dropout_rate, attention_dropout_rate, drop_path_rate)
-    init = initializers(initialization)
-    check_distillation_args(distillation, pooling, representation_size)
+    # Taken first, so that it holds exactly the arguments.
+    config = EncoderConfig.from_arguments(locals())
     resnet_stages = check_resnet_args(resnet_stages, resnet_width)
-    check_dynamic_args(dynamic_image_size, dynamic_padding, position_interpolation, position_antialias)
+    stem, feature_size, feature_stride = None, config.image_size, 1
     if resnet_stages is not None:
-        feature_size = resnet_feature_size(image_size, resnet_stages)
-    else:
-        feature_size = image_size
-    check_grid(feature_size, patch_size, image_size, dynamic_padding)
-    feature_stride = 1 if resnet_stages is None else resnet_stride(resnet_stages)
+        feature_size = resnet_feature_size(config.image_size, resnet_stages)
+        feature_stride = resnet_stride(resnet_stages)
 
-    images, x = image_input(
-        image_size, num_channels, dtype, patch_size, dynamic_image_size, dynamic_padding, feature_stride
-    )
-    x = preprocess(x, preprocessing, num_channels, dtype)
-    if resnet_stages is not None:
-        x = bit_resnet(x, resnet_stages, resnet_width, dtype)
-    x = Patches(patch_size, dynamic_padding=dynamic_padding, dtype=dtype, name="patches")(x)
-    x = PatchEncoder(
-        hidden_size,
-        kernel_initializer=init["patch_kernel"],
-        position_initializer=init["position"],
-        grid_size=patch_grid(feature_size, patch_size, dynamic_padding),
-        dynamic_grid=dynamic_image_size,
-        interpolation=position_interpolation,
-        antialias=position_antialias,
-        dtype=dtype,
-        name="patch_encoder",
-    )(x)
-    if pooling == "token":
-        x = ClassToken(
-            initializer=init["class_token"], position_initializer=init["position"], dtype=dtype, name="class_token"
-        )(x)
-    if distillation:
-        x = DistillationToken(position_initializer=init["position"], dtype=dtype, name="distillation_token")(x)
-    x = keras.layers.Dropout(dropout_rate, dtype=dtype, name="embedding_dropout")(x)
-    for index in range(num_layers):
-        x = TransformerBlock(
+        def stem(x):
+            return bit_resnet(x, resnet_stages, resnet_width, dtype)
+
+    init = config.init
+
+    def make_block(index):
+        return TransformerBlock(
             num_heads,
             mlp_dim,
             dropout_rate=dropout_rate,
             attention_dropout_rate=attention_dropout_rate,
-            drop_path_rate=drop_path_rate * index / max(num_layers - 1, 1),
+            drop_path_rate=config.drop_path_rate_at(index),
             kernel_initializer=init["kernel"],
             mlp_bias_initializer=init["mlp_bias"],
             dtype=dtype,
             remat=remat,
             name=f"encoderblock_{index}",
-        )(x)
-    x = LayerNormalization(epsilon=1e-6, dtype=dtype, name="encoder_norm")(x)
-    if distillation:
-        x = distilled_top(x, include_top, num_classes, classifier_activation, dtype, init["head_kernel"])
-        return finish_model(images, x, name, weights)
-    x = pool(x, pooling, dtype)
-    if include_top:
-        x = classification_head(
-            x, num_classes, representation_size, classifier_activation, dtype, init["head_kernel"]
         )
-    return finish_model(images, x, name, weights)
+
+    family = Family(make_block, stem=stem, feature_size=feature_size, feature_stride=feature_stride)
+    return build_encoder_model(config, family)

@@ -14,8 +14,8 @@ import re
 
 import numpy as np
 
-# The keras_vit weight of Swin's absolute position embedding (`ape`).
-SWIN_POSITION = "absolute_position_embedding/position_embedding"
+from keras_vit.inspection import SWIN_POSITION
+
 
 # ---- official ViT (google-research/vision_transformer) and big_vision .npz -------
 
@@ -36,16 +36,22 @@ def _require_ndim(key, value, ndims, layout):
 QKV_PARTS = ("query", "key", "value")
 
 
-def fuse_qkv(block, kind, found):
-    """timm's fused `qkv` weight or bias from a block's separate query, key and value ones, checked.
+def fuse_qkv(block, kind, found, axis=0):
+    """One fused `qkv` weight or bias from a block's separate query, key and value ones, checked.
+
+    Every converter that meets separate projections (the official `.npz`,
+    transformers' ViT, DeiT and Swin) fuses them here, with the same checks and
+    messages.
 
     Args:
         block: str. The block as messages name it (`"block 3"`).
-        kind: `"weight"` or `"bias"`.
+        kind: `"weight"`, `"kernel"` or `"bias"`.
         found: dict from each of `QKV_PARTS` present to `(file key, array)`.
+        axis: int. The output axis: 0 for torch's `(out, in)` weights (timm's
+            `qkv`), -1 for Flax's `(in, out)` kernels. Defaults to 0.
 
     Returns:
-        The three arrays stacked `[q; k; v]` along the output axis, as timm's `qkv`.
+        The three arrays concatenated `[q; k; v]` along `axis`.
 
     Raises:
         ValueError: naming the entries, when a part is missing, has the wrong
@@ -54,20 +60,23 @@ def fuse_qkv(block, kind, found):
     if len(found) != 3:
         missing = [part for part in QKV_PARTS if part not in found]
         raise ValueError(
-            f"{block} has {sorted(key for key, _ in found.values())} but lacks its "
+            f"{block} of the checkpoint has {sorted(key for key, _ in found.values())} but lacks its "
             f"attention {missing} {kind}; expected the query, key and value projections of every block."
         )
     parts = [found[part] for part in QKV_PARTS]
+    if kind == "bias":
+        ndim, layout = (1,), "a 1-D bias"
+    else:
+        ndim, layout = (2,), "an (out, in) Linear weight" if axis == 0 else "an (in, out) kernel"
     for key, value in parts:
-        _require_ndim(key, value, (2,) if kind == "weight" else (1,),
-                      "an (out, in) Linear weight" if kind == "weight" else "a 1-D bias")
+        _require_ndim(key, value, ndim, layout)
     shapes = {key: tuple(value.shape) for key, value in parts}
     if len(set(shapes.values())) != 1:
         raise ValueError(
             f"the attention query, key and value {kind}s of {block} differ in shape; "
             f"expected three equal shapes. Received: {shapes}"
         )
-    return np.concatenate([value for _, value in parts], axis=0)
+    return np.concatenate([value for _, value in parts], axis=axis)
 
 
 def _sequence(key, value):
@@ -165,7 +174,7 @@ def convert_official_npz(arrays):
             else:
                 _require_ndim(key, value, (2,), "a (heads, head_dim) bias")
             flat = value.reshape(value.shape[0], -1) if m[3] == "kernel" else value.reshape(-1)
-            qkv.setdefault((m[1], m[3]), {})[m[2]] = flat
+            qkv.setdefault((m[1], m[3]), {})[m[2]] = (key, flat)
         elif m := re.fullmatch(block + attention + r"/out/(kernel|bias)", name):
             target = f"encoderblock_{m[1]}/attention/out/{m[2]}"
             if m[2] == "kernel":
@@ -175,21 +184,9 @@ def convert_official_npz(arrays):
             unused[key] = "no keras_vit weight has this name"
         if target is not None:
             weights[target] = value
-    for (index, kind), parts in qkv.items():
-        if set(parts) != {"query", "key", "value"}:
-            missing = sorted({"query", "key", "value"} - set(parts))
-            raise ValueError(
-                f"Block {index} of the checkpoint lacks its attention {missing} {kind}."
-            )
-        shapes = {part: array.shape for part, array in parts.items()}
-        if len(set(shapes.values())) != 1:
-            raise ValueError(
-                f"the attention query, key and value {kind}s of block {index} differ "
-                f"in shape: {shapes} (after flattening the heads)."
-            )
-        weights[f"encoderblock_{index}/attention/qkv/{kind}"] = np.concatenate(
-            [parts["query"], parts["key"], parts["value"]], axis=-1
-        )
+    for (index, kind), found in qkv.items():
+        # Each part's heads were flattened above; fused they make the (D, 3 D) qkv kernel.
+        weights[f"encoderblock_{index}/attention/qkv/{kind}"] = fuse_qkv(f"block {index}", kind, found, axis=-1)
     return weights, position, unused
 
 

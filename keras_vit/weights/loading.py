@@ -1,6 +1,13 @@
-"""`load_weights`: checkpoint files or known names into any keras_vit model, with a report."""
+"""`load_weights`: a checkpoint file or known name into a keras_vit model, checked and reported.
 
-import dataclasses
+The steps, each a function below: find the file (`resolve_checkpoint`), read
+and translate it (`keras_vit.weights.readers`, `keras_vit.weights.conversion`),
+refuse a checkpoint of the other family, fit the position embeddings to the
+model's grid, swap a head of another size for a fresh one, match every other
+weight by path (resampling Swin's bias tables of another window), and assign
+all values at once or none.
+"""
+
 import math
 import os
 
@@ -8,32 +15,17 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_vit.architectures import architecture
-from keras_vit.layers.bit import ResNetStage
-from keras_vit.layers.patching import DistillationToken, PatchEncoder, Patches
+from keras_vit import inspection
+from keras_vit.inspection import SWIN_FAMILY, SWIN_POSITION
 from keras_vit.layers.position import check_interpolation
-from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.layers.validation import check_bool
-from keras_vit.weights.converters import CONVERTERS, SWIN_POSITION
+from keras_vit.weights.conversion import EXPECTED_FILES, convert_checkpoint
 from keras_vit.weights.position_embedding import resample_position_embedding
 from keras_vit.weights.readers import read_checkpoint
 from keras_vit.weights.registry import check_fits, fetch, find_checkpoint, is_checkpoint_file
-from keras_vit.weights.swin import (
-    SWIN_LAYOUTS,
-    bias_table_windows,
-    convert_swin,
-    file_shape,
-    fit_bias_table,
-    is_swin_model,
-    resample_bicubic,
-    swin_arguments,
-    swin_layout,
-)
-from keras_vit.weights.transformers import (
-    TRANSFORMERS_VIT_LAYOUTS,
-    convert_transformers_vit,
-    transformers_vit_layout,
-)
+from keras_vit.weights.report import LoadReport
+from keras_vit.weights.position_embedding import resample_bicubic
+from keras_vit.weights.swin import file_shape, fit_bias_table
 
 _POSITION = "patch_encoder/position_embedding"
 # Model weights a checkpoint may lack without an error: the classifiers (feature
@@ -41,177 +33,6 @@ _POSITION = "patch_encoder/position_embedding"
 # may start from a checkpoint without one).
 _OPTIONAL_PREFIXES = ("head/", "pre_logits/", "head_dist/", "distillation_token/")
 _HEADS = ("head", "head_dist")
-
-
-# The two model families: their checkpoints share no weight names.
-VIT_FAMILY, SWIN_FAMILY = "ViT", "Swin"
-OFFICIAL_VIT, TIMM_VIT, KERAS_VIT = "official ViT", "timm ViT", "keras_vit"
-EXPECTED_FILES = {
-    VIT_FAMILY: (
-        "a ViT, hybrid or ConViT checkpoint: an official ViT or big_vision .npz, a timm "
-        "ViT/DeiT/hybrid/ConViT or transformers ViT/DeiT state dict (.safetensors) or a "
-        "keras_vit .keras file of one"
-    ),
-    SWIN_FAMILY: (
-        "a Swin checkpoint: a timm, Microsoft or transformers Swin state dict "
-        "(.safetensors) or a keras_vit .keras file of a SwinTransformer"
-    ),
-}
-
-
-@dataclasses.dataclass
-class Conversion:
-    """A checkpoint translated to keras_vit weight paths.
-
-    Attributes:
-        layout: str. The layout the keys were read in, e.g. `"timm Swin"`.
-        family: str or None. `"ViT"` (ViT, hybrid, ConViT) or `"Swin"`; None
-            for a `.keras` file of neither.
-        weights: dict. keras_vit paths to arrays in Keras layout.
-        position: array or None. The patch position embeddings (ViT's, or
-            Swin's absolute one) as a sequence or a grid.
-        unused: dict. File keys that no weight takes, with the reason.
-        origins: dict. keras_vit path -> `(file key, transform, fused)` for
-            messages about a weight (see `keras_vit.weights.swin.file_shape`);
-            empty where the names already say it.
-    """
-
-    layout: str
-    family: str
-    weights: dict
-    position: object = None
-    unused: dict = dataclasses.field(default_factory=dict)
-    origins: dict = dataclasses.field(default_factory=dict)
-
-
-def checkpoint_layout(fmt, arrays):
-    """The layout of a checkpoint's keys and its model family, as `(layout, family)`."""
-    if fmt == "keras":
-        family = (
-            SWIN_FAMILY if "patch_embed/proj/kernel" in arrays
-            else VIT_FAMILY if "patch_encoder/projection/kernel" in arrays
-            else None
-        )
-        return KERAS_VIT, family
-    layout = swin_layout(arrays)
-    if layout is not None:
-        return layout, SWIN_FAMILY
-    layout = transformers_vit_layout(arrays)
-    if layout is not None:
-        return layout, VIT_FAMILY
-    return (OFFICIAL_VIT if fmt == "npz" else TIMM_VIT), VIT_FAMILY
-
-
-def convert_checkpoint(fmt, arrays):
-    """Tells the layout of a checkpoint read as `fmt` and translates it.
-
-    Args:
-        fmt: str. `"npz"`, `"safetensors"` or `"keras"` (see `read_checkpoint`).
-        arrays: dict. The file's arrays by key.
-
-    Returns:
-        A `Conversion`.
-
-    Raises:
-        ValueError: for a layout keras_vit does not read or a malformed entry,
-            naming the entry (not the file: the caller adds it).
-    """
-    layout, family = checkpoint_layout(fmt, arrays)
-    if layout in SWIN_LAYOUTS:
-        weights, position, unused, origins = convert_swin(arrays, layout)
-        return Conversion(layout, family, weights, position, unused, origins)
-    if layout in TRANSFORMERS_VIT_LAYOUTS:
-        return Conversion(layout, family, *convert_transformers_vit(arrays))
-    weights, position, unused = CONVERTERS[fmt](arrays)
-    return Conversion(layout, family, weights, position, unused)
-
-
-@dataclasses.dataclass
-class LoadReport:
-    """What `load_weights` did with each weight.
-
-    Attributes:
-        source: str. The file read.
-        format: str. `"npz"`, `"safetensors"` or `"keras"`.
-        loaded: list of `(model weight, shape)` copied as they were.
-        resampled: list of `(model weight, checkpoint shape, model shape)`:
-            position embeddings of another grid, Swin bias tables of another
-            window.
-        skipped: list of `(checkpoint key, reason)` not loaded.
-        missing: list of `(model weight, reason)` left as initialized.
-        layout: str. The layout of the keys, e.g. `"official ViT"`,
-            `"timm ViT"`, `"transformers ViT"`, `"transformers DeiT"`,
-            `"timm Swin"`, `"Microsoft Swin"`, `"transformers Swin"` or
-            `"keras_vit"`.
-    """
-
-    source: str
-    format: str
-    loaded: list = dataclasses.field(default_factory=list)
-    resampled: list = dataclasses.field(default_factory=list)
-    skipped: list = dataclasses.field(default_factory=list)
-    missing: list = dataclasses.field(default_factory=list)
-    layout: str = ""
-
-    @property
-    def exact(self):
-        """True when every weight was loaded unchanged and nothing was left over."""
-        return not (self.resampled or self.skipped or self.missing)
-
-    def table(self):
-        """The report as a plain-text table, one row per weight."""
-        rows = [("status", "weight", "detail")]
-        rows += [("loaded", name, str(tuple(shape))) for name, shape in self.loaded]
-        rows += [("resampled", name, f"{tuple(a)} -> {tuple(b)}") for name, a, b in self.resampled]
-        rows += [("skipped", name, reason) for name, reason in self.skipped]
-        rows += [("missing", name, reason) for name, reason in self.missing]
-        widths = [max(len(row[i]) for row in rows) for i in range(2)]
-        lines = [f"{s:<{widths[0]}}  {w:<{widths[1]}}  {d}" for s, w, d in rows]
-        lines.insert(1, "-" * len(lines[0]))
-        layout = f", {self.layout}" if self.layout else ""
-        summary = (
-            f"{self.source} ({self.format}{layout}): {len(self.loaded)} loaded, "
-            f"{len(self.resampled)} resampled, {len(self.skipped)} skipped, "
-            f"{len(self.missing)} missing"
-        )
-        return "\n".join([summary, *lines])
-
-    def __str__(self):
-        return self.table()
-
-
-def model_architecture(model):
-    """The architecture of a keras_vit model, read from its layers (see `keras_vit.architectures`).
-
-    Returns None for a model without a `PatchEncoder` or Swin patch embedding
-    (not a keras_vit graph): then only the weight shapes are checked, after
-    reading the file.
-    """
-    if is_swin_model(model):
-        return architecture("SwinTransformer", swin_arguments(model))
-    layers = model.layers
-    encoder = next((layer for layer in layers if isinstance(layer, PatchEncoder)), None)
-    if encoder is None:
-        return None
-    blocks = [layer for layer in layers if isinstance(layer, TransformerBlock)]
-    patches = next((layer for layer in layers if isinstance(layer, Patches)), None)
-    num_gpsa_layers = sum(block.use_gpsa for block in blocks)
-    arguments = {
-        "hidden_size": encoder.hidden_size,
-        "num_layers": len(blocks),
-        "num_gpsa_layers": num_gpsa_layers,
-        "distillation": any(isinstance(layer, DistillationToken) for layer in layers),
-    }
-    inputs = getattr(model, "inputs", None)
-    if inputs:
-        arguments["num_channels"] = inputs[0].shape[-1]
-    if blocks:
-        arguments.update(num_heads=blocks[0].num_heads, mlp_dim=blocks[0].mlp_dim)
-    if patches is not None:
-        arguments["patch_size"] = patches.patch_size
-    if any(layer.name == "conv_root" for layer in layers):
-        arguments["resnet_stages"] = tuple(l.num_units for l in layers if isinstance(l, ResNetStage))
-    return architecture("ConViT" if num_gpsa_layers else "VisionTransformer", arguments)
 
 
 def resolve_checkpoint(checkpoint, model):
@@ -223,22 +44,13 @@ def resolve_checkpoint(checkpoint, model):
     if is_checkpoint_file(checkpoint):
         return os.fspath(checkpoint)
     key, known = find_checkpoint(checkpoint, model.name)
-    check_fits(key, model_architecture(model), f"the model {model.name!r}")
+    check_fits(key, inspection.model_architecture(model), f"the model {model.name!r}")
     return fetch(known)
-
-
-def model_family(model):
-    """`"Swin"`, `"ViT"` (ViT, hybrid, ConViT) or None (not a keras_vit graph)."""
-    if is_swin_model(model):
-        return SWIN_FAMILY
-    if any(isinstance(layer, PatchEncoder) for layer in model.layers):
-        return VIT_FAMILY
-    return None
 
 
 def _check_family(conversion, model, source):
     """Refuses a checkpoint of one family (ViT or Swin) for a model of the other."""
-    family = model_family(model)
+    family = inspection.family(model)
     if family is None or conversion.family is None or conversion.family == family:
         return
     kind = "a SwinTransformer" if family == SWIN_FAMILY else "a ViT, hybrid or ConViT"
@@ -298,7 +110,7 @@ def load_weights(
     dicts (ViT, DeiT with its distillation token, hybrid, ConViT), Hugging Face
     `transformers` ViT and DeiT state dicts (`ViTModel`,
     `ViTForImageClassification`, `DeiTForImageClassificationWithTeacher`, ...;
-    see `keras_vit.weights.transformers`), Swin state dicts in timm's,
+    see `keras_vit.weights.huggingface`), Swin state dicts in timm's,
     Microsoft's or transformers' layout (see `keras_vit.weights.swin`) and
     keras_vit `.keras` files. A checkpoint of one family (ViT, DeiT, hybrid,
     ConViT; or Swin) is refused for a model of the other.
@@ -312,7 +124,7 @@ def load_weights(
       `"bilinear_scipy"` for the official ViT `.npz`, `"bicubic"` with
       `position_antialias=True` for timm's files.
     - Swin relative position bias tables of another window are resampled
-      bicubically (`keras_vit.weights.swin.resample_bias_table`); another
+      bicubically (`keras_vit.weights.position_embedding.resample_bias_table`); another
       image size with the same window needs nothing.
     - A checkpoint head of another size is dropped and the model gets a
       zero-initialized head (ViT App. B.1.1), DeiT's distillation head with
@@ -370,87 +182,120 @@ def load_weights(
         # Converters see arrays only; the file belongs in the message too.
         raise ValueError(f"{source}: {error}") from None
     _check_family(conversion, model, source)
-    weights, position = conversion.weights, conversion.position
     report = LoadReport(source=source, format=fmt, layout=conversion.layout)
     report.skipped.extend(conversion.unused.items())
     variables = {v.path: v for v in model.weights}
-    values = {}
+    weights = dict(conversion.weights)
+    swin = inspection.family(model) == SWIN_FAMILY
+    values = _fit_position(
+        conversion.position, variables, swin, position_interpolation, position_antialias, source, report
+    )
+    replaced_head = _replace_head(weights, variables, keep_pre_logits, source, values, report)
+    windows = inspection.bias_table_windows(model) if swin else {}
+    _match_weights(weights, variables, conversion.origins, windows, source, values, report)
+    _complete(variables, values, replaced_head, source, report)
+    if strict and not report.exact:
+        problems = [n for n, *_ in report.resampled + report.skipped + report.missing]
+        raise ValueError(f"{source}: strict loading found mismatches for {problems}\n{report.table()}")
+    _assign_all(variables, values)
+    return report
 
-    swin = model_family(model) == SWIN_FAMILY
-    position_name, resample = (SWIN_POSITION, resample_bicubic) if swin else (_POSITION, resample_position_embedding)
-    if position_interpolation is not None:
+
+def _fit_position(position, variables, swin, interpolation, antialias, source, report):
+    """The checkpoint's patch position embeddings on the model's grid (ViT Sec. 3.2).
+
+    Returns:
+        Dict of values to assign: the model's position weight, or nothing when
+        the checkpoint has none (or the model has none: then reported skipped).
+    """
+    if position is None:
+        return {}
+    name, resample = (SWIN_POSITION, resample_bicubic) if swin else (_POSITION, resample_position_embedding)
+    if interpolation is not None:
         def resample(grid, size):
-            return resample_position_embedding(grid, size, position_interpolation, position_antialias)
-    if position is not None:
-        if position_name not in variables:
-            report.skipped.append(("position embeddings", "the model has no position embeddings"))
-        else:
-            target = tuple(variables[position_name].shape)
-            grid = _grid_of(position, target[:2], source)
-            if grid.shape[-1] != target[-1]:
-                raise ValueError(
-                    f"{source}: the position embeddings are {grid.shape[-1]} wide but the "
-                    f"model's {position_name!r} is {target[-1]} wide (a checkpoint of another "
-                    "model size)."
-                )
-            if grid.shape[:2] != target[:2]:
-                values[position_name] = resample(grid, target[:2])
-                report.resampled.append((position_name, grid.shape, target))
-            else:
-                values[position_name] = grid
+            return resample_position_embedding(grid, size, interpolation, antialias)
+    if name not in variables:
+        report.skipped.append(("position embeddings", "the model has no position embeddings"))
+        return {}
+    target = tuple(variables[name].shape)
+    grid = _grid_of(position, target[:2], source)
+    if grid.shape[-1] != target[-1]:
+        raise ValueError(
+            f"{source}: the position embeddings are {grid.shape[-1]} wide but the "
+            f"model's {name!r} is {target[-1]} wide (a checkpoint of another "
+            "model size)."
+        )
+    if grid.shape[:2] == target[:2]:
+        return {name: grid}
+    report.resampled.append((name, grid.shape, target))
+    return {name: resample(grid, target[:2])}
 
+
+def _replace_head(weights, variables, keep_pre_logits, source, values, report):
+    """Drops a checkpoint head of another number of classes for a fresh zero one (ViT App. B.1.1).
+
+    Removes the dropped entries from `weights` and puts the new heads in
+    `values`. Returns whether the head was replaced.
+    """
     head = variables.get("head/kernel")
     source_head = weights.get("head/kernel")
     if source_head is not None and source_head.ndim != 2:
-        # Checked before the head surgery below, which would otherwise take a
-        # malformed head for one of another number of classes and drop it.
+        # Checked before the surgery, which would otherwise take a malformed
+        # head for one of another number of classes and drop it.
         raise ValueError(
             f"{source}: weight 'head/kernel' has shape {tuple(source_head.shape)} in the "
             "checkpoint; expected a 2-D (features, classes) kernel."
         )
-    replace_head = head is not None and source_head is not None and tuple(source_head.shape) != tuple(head.shape)
-    if replace_head:
-        reason = (
-            f"num_classes differs ({source_head.shape[-1]} in the checkpoint, {head.shape[-1]} "
-            "in the model): fresh zero-initialized head (ViT App. B.1.1)"
-        )
-        heads = [f"{head_name}/{part}" for head_name in _HEADS for part in ("kernel", "bias")]
-        dropped = list(heads)
-        if not keep_pre_logits:
-            dropped += ["pre_logits/kernel", "pre_logits/bias"]
-        for name in dropped:
-            if weights.pop(name, None) is not None:
-                report.skipped.append((name, reason if name.startswith("head") else "dropped with the head; keep_pre_logits=True keeps it"))
-        for name in heads:
-            if name in variables:
-                values[name] = np.zeros(variables[name].shape, "float32")
-                report.missing.append((name, "zero-initialized new head"))
+    if head is None or source_head is None or tuple(source_head.shape) == tuple(head.shape):
+        return False
+    reason = (
+        f"num_classes differs ({source_head.shape[-1]} in the checkpoint, {head.shape[-1]} "
+        "in the model): fresh zero-initialized head (ViT App. B.1.1)"
+    )
+    heads = [f"{head_name}/{part}" for head_name in _HEADS for part in ("kernel", "bias")]
+    dropped = heads if keep_pre_logits else [*heads, "pre_logits/kernel", "pre_logits/bias"]
+    for name in dropped:
+        if weights.pop(name, None) is not None:
+            why = reason if name.startswith("head") else "dropped with the head; keep_pre_logits=True keeps it"
+            report.skipped.append((name, why))
+    for name in heads:
+        if name in variables:
+            values[name] = np.zeros(variables[name].shape, "float32")
+            report.missing.append((name, "zero-initialized new head"))
+    return True
 
-    windows = bias_table_windows(model) if swin else {}
+
+def _match_weights(weights, variables, origins, windows, source, values, report):
+    """Every other checkpoint weight onto the model weight of its path, checking shapes.
+
+    `windows` maps a Swin model's bias tables to their windows (empty for a
+    ViT); a table of another window is resampled.
+    """
     for name, array in weights.items():
         variable = variables.get(name)
         if variable is None:
-            top = name.split("/")[0]
-            report.skipped.append((name, f"the model has no {top!r} layer"))
+            report.skipped.append((name, f"the model has no {name.split('/')[0]!r} layer"))
             continue
-        origin = conversion.origins.get(name)
-        if name in windows and tuple(array.shape) != tuple(variable.shape):
+        origin = origins.get(name)
+        if tuple(array.shape) == tuple(variable.shape):
+            values[name] = array
+        elif name in windows:
             try:
                 values[name] = fit_bias_table(name, array, variable.shape, windows[name], (origin or (name,))[0])
             except ValueError as error:
                 raise ValueError(f"{source}: {error}") from None
             report.resampled.append((name, tuple(array.shape), tuple(variable.shape)))
-            continue
-        if tuple(array.shape) != tuple(variable.shape):
+        else:
             raise _shape_error(source, name, array, variable, origin)
-        values[name] = array
 
+
+def _complete(variables, values, replaced_head, source, report):
+    """Fills what may be absent, refuses what must not be, and reports what was loaded."""
     slot = "class_token/position_embedding"
     if slot in variables and slot not in values and "class_token/token" in values:
         # The checkpoint's class token has no position embedding (big_vision,
         # timm `no_embed_class`): a zero slot computes exactly the same thing.
         values[slot] = np.zeros(variables[slot].shape, "float32")
-
     absent = [name for name in variables if name not in values]
     required = [n for n in absent if not n.startswith(_OPTIONAL_PREFIXES)]
     if required:
@@ -463,14 +308,8 @@ def load_weights(
     report.loaded.extend(
         (name, values[name].shape)
         for name in values
-        if name not in resampled and not (replace_head and name.split("/")[0] in _HEADS)
+        if name not in resampled and not (replaced_head and name.split("/")[0] in _HEADS)
     )
-    if strict and not report.exact:
-        problems = [n for n, *_ in report.resampled + report.skipped + report.missing]
-        raise ValueError(f"{source}: strict loading found mismatches for {problems}\n{report.table()}")
-
-    _assign_all(variables, values)
-    return report
 
 
 def _assign_all(variables, values):

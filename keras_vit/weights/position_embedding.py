@@ -1,4 +1,4 @@
-"""Resampling learned position embeddings to another patch grid (ViT Sec. 3.2).
+"""Resampling learned position embeddings to another patch grid (ViT Sec. 3.2), and Swin's bias tables to another window.
 
 Each checkpoint family's own code resamples in its own way, and the results
 differ by more than float rounding (up to ~5% of the embeddings' spread between
@@ -79,3 +79,77 @@ def resample_position_embedding(grid, new_grid_size, interpolation="bilinear", a
             positive integers, or an unknown mode, naming the argument.
     """
     return resample_separable(grid, new_grid_size, interpolation, antialias, "new_grid_size", "width")
+
+
+# ---- Swin: bicubic resampling of bias tables and `ape` ---------------------------------
+
+
+def resample_bicubic(grid, new_size):
+    """Bicubically resamples a `(rows, cols, channels)` grid to `new_size`.
+
+    The interpolation of Swin's fine-tuning at another resolution (Microsoft's
+    `load_pretrained`): PyTorch's bicubic mode with `align_corners=False` and
+    no antialiasing, separable along rows and columns, computed in float64
+    (`keras_vit.weights.position_embedding.resample_separable`).
+
+    Args:
+        grid: array of shape `(rows, cols, channels)`.
+        new_size: tuple `(new_rows, new_cols)` of positive integers.
+
+    Returns:
+        float32 array of shape `(new_rows, new_cols, channels)`.
+    """
+    return resample_separable(grid, new_size, "bicubic", False, "new_size", "channels")
+
+
+def table_grid(window_size):
+    """The `(2 Mh - 1, 2 Mw - 1)` grid of relative offsets of a `(Mh, Mw)` window (Swin Eq. 4)."""
+    return tuple(2 * int(m) - 1 for m in window_size)
+
+
+def resample_bias_table(table, new_window_size, window_size=None):
+    """Resamples a relative position bias table to another window (Swin Sec. 3.2, 4.1).
+
+    The `((2 Mh - 1) * (2 Mw - 1), heads)` table is a `(2 Mh - 1, 2 Mw - 1)`
+    grid of offsets per head, rows before columns (the layout of
+    `keras_vit.layers.window_attention.relative_position_index`); each head's
+    grid is resampled bicubically, as Microsoft's code does when fine-tuning
+    with larger windows.
+
+    Args:
+        table: array of shape `(offsets, heads)`.
+        new_window_size: tuple `(Mh, Mw)`, the window of the model.
+        window_size: tuple or None. The window the table was trained with;
+            None means a square one (`offsets` must then be a square number).
+
+    Returns:
+        float32 array of shape `((2 Mh - 1) * (2 Mw - 1), heads)`.
+
+    Raises:
+        ValueError: for a table that is not 2-D, or of a size that `window_size`
+            (or, without it, no square window) explains.
+    """
+    table = np.asarray(table)
+    if table.ndim != 2:
+        raise ValueError(
+            f"`table` must have shape (offsets, heads). Received: table.shape={table.shape}"
+        )
+    offsets, heads = table.shape
+    if window_size is None:
+        side = int(round(offsets**0.5))
+        if side * side != offsets or side % 2 == 0:
+            raise ValueError(
+                "A bias table of a square window has (2M - 1)**2 rows; pass the "
+                f"`window_size` of a table of another size. Received: table.shape={table.shape}"
+            )
+        source = (side, side)
+    else:
+        source = table_grid(window_size)
+        if source[0] * source[1] != offsets:
+            raise ValueError(
+                f"A table of window_size={tuple(window_size)} has {source[0] * source[1]} rows. "
+                f"Received: table.shape={table.shape}"
+            )
+    target = table_grid(new_window_size)
+    grid = table.reshape(*source, heads)
+    return resample_bicubic(grid, target).reshape(target[0] * target[1], heads)

@@ -25,7 +25,7 @@ import re
 import keras
 
 from keras_vit.architectures import ARCHITECTURES, architecture, mismatches
-from keras_vit.utils import file_sha256, write_text_atomically
+from keras_vit.files import file_sha256, write_text_atomically
 
 
 # Cache root for downloads; `None` is Keras' own (`~/.keras` or $KERAS_HOME).

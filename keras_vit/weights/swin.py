@@ -16,25 +16,24 @@ blocks `j` count from 0 in all of them):
   in-memory modules since 5.0 (`attention.q_proj`, `mlp.fc1`, ...) are read.
 
 Every layout is first renamed to timm 1.0.31's keys, then
-`keras_vit.models.swin.timm_key_map` (the one table of Swin names) gives the
+`timm_key_map` (the one table of Swin names, below) gives the
 keras_vit weights. Buffers that the layers compute themselves
 (`relative_position_index`, `attn_mask`) are not weights and are dropped.
 
 The relative position bias tables of another window size are resampled
-bicubically, as Swin's fine-tuning from 224 px (7 x 7 windows) to 384 px
-(12 x 12) does (Microsoft's `load_pretrained`, the `(heads, 2M - 1, 2M - 1)`
-table through `torch.nn.functional.interpolate(mode="bicubic",
-align_corners=False)`), and so is the absolute position embedding of another
-patch grid.
+bicubically (`keras_vit.weights.position_embedding.resample_bias_table`), as
+Swin's fine-tuning from 224 px (7 x 7 windows) to 384 px (12 x 12) does
+(Microsoft's `load_pretrained`, the `(heads, 2M - 1, 2M - 1)` table through
+`torch.nn.functional.interpolate(mode="bicubic", align_corners=False)`), and so
+is the absolute position embedding of another patch grid.
 """
 
 import re
 
-import numpy as np
 
-from keras_vit.layers.swin import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock
-from keras_vit.weights.converters import QKV_PARTS, SWIN_POSITION, _require_ndim, _sequence, fuse_qkv
-from keras_vit.weights.position_embedding import resample_separable
+from keras_vit.weights.converters import _require_ndim, _sequence, fuse_qkv
+from keras_vit.weights.huggingface import BLOCK_RULES, QKV, rename_block_entry
+from keras_vit.weights.position_embedding import resample_bias_table
 
 TIMM_SWIN, MICROSOFT_SWIN, TRANSFORMERS_SWIN = "timm Swin", "Microsoft Swin", "transformers Swin"
 SWIN_LAYOUTS = (TIMM_SWIN, MICROSOFT_SWIN, TRANSFORMERS_SWIN)
@@ -42,80 +41,6 @@ _TABLE = "relative_position_bias_table"
 # Keys that are buffers of the torch modules, recomputed by keras_vit's layers.
 _BUFFER = re.compile(r"(^|\.)(relative_position_index|attn_mask)$")
 _TRANSFORMERS_PREFIX = "swin."
-
-
-# ---- bicubic resampling ------------------------------------------------------------
-
-
-def resample_bicubic(grid, new_size):
-    """Bicubically resamples a `(rows, cols, channels)` grid to `new_size`.
-
-    The interpolation of Swin's fine-tuning at another resolution (Microsoft's
-    `load_pretrained`): PyTorch's bicubic mode with `align_corners=False` and
-    no antialiasing, separable along rows and columns, computed in float64
-    (`keras_vit.weights.position_embedding.resample_separable`).
-
-    Args:
-        grid: array of shape `(rows, cols, channels)`.
-        new_size: tuple `(new_rows, new_cols)` of positive integers.
-
-    Returns:
-        float32 array of shape `(new_rows, new_cols, channels)`.
-    """
-    return resample_separable(grid, new_size, "bicubic", False, "new_size", "channels")
-
-
-def table_grid(window_size):
-    """The `(2 Mh - 1, 2 Mw - 1)` grid of relative offsets of a `(Mh, Mw)` window (Swin Eq. 4)."""
-    return tuple(2 * int(m) - 1 for m in window_size)
-
-
-def resample_bias_table(table, new_window_size, window_size=None):
-    """Resamples a relative position bias table to another window (Swin Sec. 3.2, 4.1).
-
-    The `((2 Mh - 1) * (2 Mw - 1), heads)` table is a `(2 Mh - 1, 2 Mw - 1)`
-    grid of offsets per head, rows before columns (the layout of
-    `keras_vit.layers.window_attention.relative_position_index`); each head's
-    grid is resampled bicubically, as Microsoft's code does when fine-tuning
-    with larger windows.
-
-    Args:
-        table: array of shape `(offsets, heads)`.
-        new_window_size: tuple `(Mh, Mw)`, the window of the model.
-        window_size: tuple or None. The window the table was trained with;
-            None means a square one (`offsets` must then be a square number).
-
-    Returns:
-        float32 array of shape `((2 Mh - 1) * (2 Mw - 1), heads)`.
-
-    Raises:
-        ValueError: for a table that is not 2-D, or of a size that `window_size`
-            (or, without it, no square window) explains.
-    """
-    table = np.asarray(table)
-    if table.ndim != 2:
-        raise ValueError(
-            f"`table` must have shape (offsets, heads). Received: table.shape={table.shape}"
-        )
-    offsets, heads = table.shape
-    if window_size is None:
-        side = int(round(offsets**0.5))
-        if side * side != offsets or side % 2 == 0:
-            raise ValueError(
-                "A bias table of a square window has (2M - 1)**2 rows; pass the "
-                f"`window_size` of a table of another size. Received: table.shape={table.shape}"
-            )
-        source = (side, side)
-    else:
-        source = table_grid(window_size)
-        if source[0] * source[1] != offsets:
-            raise ValueError(
-                f"A table of window_size={tuple(window_size)} has {source[0] * source[1]} rows. "
-                f"Received: table.shape={table.shape}"
-            )
-    target = table_grid(new_window_size)
-    grid = table.reshape(*source, heads)
-    return resample_bicubic(grid, target).reshape(target[0] * target[1], heads)
 
 
 # ---- layouts ----------------------------------------------------------------------
@@ -155,16 +80,11 @@ def _microsoft_to_timm(arrays):
     return renamed
 
 
-# transformers block submodules (both namings) -> timm's.
+# transformers' Swin blocks: ViT's block names plus the relative position bias table.
 _TRANSFORMERS_BLOCK = (
-    (r"layernorm_before\.(weight|bias)", "norm1.{0}"),
-    (r"layernorm_after\.(weight|bias)", "norm2.{0}"),
     (r"attention\.(?:self|relative_position_bias)\.relative_position_bias_table", "attn.relative_position_bias_table"),
-    (r"attention\.(?:output\.dense|o_proj)\.(weight|bias)", "attn.proj.{0}"),
-    (r"(?:intermediate\.dense|mlp\.fc1)\.(weight|bias)", "mlp.fc1.{0}"),
-    (r"(?:output\.dense|mlp\.fc2)\.(weight|bias)", "mlp.fc2.{0}"),
+    *BLOCK_RULES,
 )
-_TRANSFORMERS_QKV = re.compile(r"attention\.(?:self\.(query|key|value)|(q|k|v)_proj)\.(weight|bias)")
 _TRANSFORMERS_TOP = {
     "embeddings.patch_embeddings.projection.weight": "patch_embed.proj.weight",
     "embeddings.patch_embeddings.projection.bias": "patch_embed.proj.bias",
@@ -193,14 +113,11 @@ def _transformers_to_timm(arrays, unused):
             target = f"layers.{int(m[1]) + 1}.downsample.{m[2]}"
         elif m := re.fullmatch(r"encoder\.layers\.(\d+)\.blocks\.(\d+)\.(.+)", name):
             block = f"layers.{m[1]}.blocks.{m[2]}"
-            if qkv := _TRANSFORMERS_QKV.fullmatch(m[3]):
-                part = QKV_PARTS["qkv".index((qkv[1] or qkv[2])[0])]
-                parts.setdefault((block, qkv[3]), {})[part] = (key, value)
+            entry = rename_block_entry(block, m[3], key, value, parts, _TRANSFORMERS_BLOCK)
+            if entry == QKV:
                 continue
-            for pattern, template in _TRANSFORMERS_BLOCK:
-                if sub := re.fullmatch(pattern, m[3]):
-                    target = f"{block}.{template.format(*sub.groups())}"
-                    break
+            if entry is not None:
+                target = f"{block}.{entry}"
         if target is None:
             unused[key] = "no keras_vit weight has this name"
         else:
@@ -211,6 +128,67 @@ def _transformers_to_timm(arrays, unused):
         label = label.replace(".query.", ".{query,key,value}.").replace(".q_proj.", ".{q,k,v}_proj.")
         renamed[f"{block}.attn.qkv.{kind}"] = (label, fused)
     return renamed
+
+
+# ---- the name table ---------------------------------------------------------------
+
+
+def timm_key_map(depths, absolute_position_embedding=False, include_top=True):
+    """Keras weight paths of a `SwinTransformer` and the timm 1.0.31 keys they hold.
+
+    A pure table for the checkpoint converter: torch `Linear` weights are
+    `(out, in)` and Keras `Dense` kernels `(in, out)` ("transpose"); the patch
+    convolution is `(out, in, kh, kw)` in torch and `(kh, kw, in, out)` in
+    Keras ("conv"); everything else is copied as is ("copy").
+
+    Args:
+        depths: tuple of ints. Blocks per stage of the model.
+        absolute_position_embedding: bool. Whether the model has one (timm
+            1.0.31 has none, so its key is Microsoft's `absolute_pos_embed`,
+            of shape `(1, H*W, C)`, to be reshaped). Defaults to `False`.
+        include_top: bool. Whether the model has its head. Defaults to `True`.
+
+    Returns:
+        Dict `keras variable path -> (timm key, transform)`, transform one of
+        `"copy"`, `"transpose"`, `"conv"`.
+    """
+    table = {
+        "patch_embed/proj/kernel": ("patch_embed.proj.weight", "conv"),
+        "patch_embed/proj/bias": ("patch_embed.proj.bias", "copy"),
+        "patch_embed/norm/gamma": ("patch_embed.norm.weight", "copy"),
+        "patch_embed/norm/beta": ("patch_embed.norm.bias", "copy"),
+    }
+    if absolute_position_embedding:
+        table["absolute_position_embedding/position_embedding"] = ("absolute_pos_embed", "copy")
+
+    def linear(keras_prefix, timm_prefix, bias=True):
+        table[f"{keras_prefix}/kernel"] = (f"{timm_prefix}.weight", "transpose")
+        if bias:
+            table[f"{keras_prefix}/bias"] = (f"{timm_prefix}.bias", "copy")
+
+    def norm(keras_prefix, timm_prefix):
+        table[f"{keras_prefix}/gamma"] = (f"{timm_prefix}.weight", "copy")
+        table[f"{keras_prefix}/beta"] = (f"{timm_prefix}.bias", "copy")
+
+    for stage, depth in enumerate(depths):
+        if stage > 0:
+            norm(f"stage_{stage}_downsample/norm", f"layers.{stage}.downsample.norm")
+            linear(f"stage_{stage}_downsample/reduction", f"layers.{stage}.downsample.reduction", bias=False)
+        for index in range(depth):
+            ours, theirs = f"stage_{stage}_block_{index}", f"layers.{stage}.blocks.{index}"
+            norm(f"{ours}/norm1", f"{theirs}.norm1")
+            table[f"{ours}/attention/relative_position_bias_table"] = (
+                f"{theirs}.attn.relative_position_bias_table", "copy"
+            )
+            linear(f"{ours}/attention/qkv", f"{theirs}.attn.qkv")
+            linear(f"{ours}/attention/out", f"{theirs}.attn.proj")
+            norm(f"{ours}/norm2", f"{theirs}.norm2")
+            linear(f"{ours}/mlp/fc1", f"{theirs}.mlp.fc1")
+            linear(f"{ours}/mlp/fc2", f"{theirs}.mlp.fc2")
+    norm("norm", "norm")
+    if include_top:
+        linear("head", "head.fc")
+    return table
 
 
 # ---- conversion -------------------------------------------------------------------
@@ -281,9 +259,6 @@ def convert_swin(arrays, layout=None):
         ValueError: for an entry of the wrong rank, naming it, or a block
             whose q, k, v projections are incomplete or differ in shape.
     """
-    # Deferred: keras_vit.models imports the loader, which imports this module.
-    from keras_vit.models.swin import timm_key_map
-
     layout = layout or swin_layout(arrays)
     unused = {}
     kept = {}
@@ -318,60 +293,7 @@ def convert_swin(arrays, layout=None):
     return weights, position, unused, origins
 
 
-# ---- models -----------------------------------------------------------------------
-
-
-def is_swin_model(model):
-    """True for a model built of keras_vit's Swin layers."""
-    return any(isinstance(layer, SwinPatchEmbedding) for layer in model.layers)
-
-
-def swin_arguments(model):
-    """The `SwinTransformer` arguments that fix a Swin model's weights, read from its layers.
-
-    Stages are told apart by the patch mergings between them; `window_size` is
-    the requested window (a block on a smaller map uses a smaller one).
-    """
-    embedding = next(layer for layer in model.layers if isinstance(layer, SwinPatchEmbedding))
-    depths, num_heads, first = [], [], None
-    for layer in model.layers:
-        if isinstance(layer, PatchMerging):
-            depths.append(0)
-        elif isinstance(layer, SwinTransformerBlock):
-            if not depths:
-                depths.append(0)
-            if depths[-1] == 0:
-                num_heads.append(layer.num_heads)
-            depths[-1] += 1
-            if first is None:
-                first = layer
-    arguments = {
-        "embed_dim": embedding.embed_dim,
-        "patch_size": embedding.patch_size,
-        "depths": tuple(depths),
-        "num_heads": tuple(num_heads),
-        "absolute_position_embedding": any(w.path == SWIN_POSITION for w in model.weights),
-    }
-    if first is not None:
-        arguments.update(window_size=first.window_size, mlp_ratio=first.mlp_ratio)
-    inputs = getattr(model, "inputs", None)
-    if inputs:
-        arguments["num_channels"] = inputs[0].shape[-1]
-    return arguments
-
-
-def bias_table_windows(model):
-    """Each relative position bias table of a Swin model and the window it serves.
-
-    Returns:
-        Dict `weight path -> (Mh, Mw)`; the window a block uses on its map,
-        which is smaller than the requested one on a map smaller than it.
-    """
-    windows = {}
-    for layer in model.layers:
-        if isinstance(layer, SwinTransformerBlock):
-            windows[f"{layer.name}/attention/{_TABLE}"] = tuple(layer.window)
-    return windows
+# ---- bias tables of the model ------------------------------------------------------
 
 
 def fit_bias_table(name, table, target_shape, window, origin):

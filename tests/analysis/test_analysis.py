@@ -189,3 +189,12 @@ def test_analysis_runs_on_distilled_models_with_two_prefix_tokens():
         np.testing.assert_allclose(heat.sum(axis=(1, 2)), 1.0, rtol=1e-5)
         distance = analysis.mean_attention_distance(maps, analysis.grid_size(model), patch_pixels=8)
         assert np.isfinite(distance).all()
+
+
+@pytest.mark.parametrize("tool", [analysis.attention_maps, analysis.rollout_heatmap])
+def test_a_model_without_blocks_is_named_not_a_bare_max_error(tool):
+    # Was Python's `max() arg is an empty sequence` from inside attention_maps.
+    inputs = keras.Input((8, 8, 3))
+    plain = keras.Model(inputs, keras.layers.Dense(2)(inputs), name="plain")
+    with pytest.raises(ValueError, match=r"(no transformer blocks|no PatchEncoder).*Received: model='plain'"):
+        tool(plain, np.zeros((1, 8, 8, 3), "float32"))

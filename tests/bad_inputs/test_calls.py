@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from keras_vit import utils
+from keras_vit.imagenet import decode_predictions
+from keras_vit.images import load_image
 from keras_vit.layers import ImageShapeCheck
 from keras_vit.models.variants import TESTING_VARIANTS
 
@@ -104,19 +105,19 @@ def test_image_shape_check_names_what_differs(shape, message):
 def test_load_image_missing_file(tmp_path):
     path = str(tmp_path / "missing.jpg")
     with pytest.raises(ValueError, match=rf"Cannot read the image '{re.escape(str(path))}': the file does not exist"):
-        utils.load_image(path)
+        load_image(path)
 
 
 def test_load_image_directory(tmp_path):
     with pytest.raises(ValueError, match=rf"Cannot read the image '{re.escape(str(tmp_path))}': the file is a directory"):
-        utils.load_image(str(tmp_path))
+        load_image(str(tmp_path))
 
 
 def test_load_image_not_an_image(tmp_path):
     path = tmp_path / "notes.jpg"
     path.write_bytes(os.urandom(512))
     with pytest.raises(ValueError, match=rf"Cannot read the image '{re.escape(str(path))}': not an image Pillow can decode, or a damaged one"):
-        utils.load_image(path)
+        load_image(path)
 
 
 def test_load_image_truncated(tmp_path):
@@ -126,14 +127,14 @@ def test_load_image_truncated(tmp_path):
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match=rf"Cannot read the image '{re.escape(str(path))}'"):
-        utils.load_image(str(path))
+        load_image(str(path))
 
 
 def test_load_image_empty_file(tmp_path):
     path = tmp_path / "empty.png"
     path.write_bytes(b"")
     with pytest.raises(ValueError, match=rf"Cannot read the image '{re.escape(str(path))}'"):
-        utils.load_image(str(path))
+        load_image(str(path))
 
 
 @pytest.mark.parametrize(
@@ -149,7 +150,7 @@ def test_load_image_empty_file(tmp_path):
 def test_load_image_bad_arguments(tmp_path, kwargs, message):
     Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / "a.png")
     with pytest.raises(ValueError, match=message):
-        utils.load_image(**{"path": str(tmp_path / "a.png"), **kwargs})
+        load_image(**{"path": str(tmp_path / "a.png"), **kwargs})
 
 
 @pytest.mark.parametrize(
@@ -162,4 +163,4 @@ def test_load_image_bad_arguments(tmp_path, kwargs, message):
 )
 def test_decode_predictions_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        utils.decode_predictions(**{"predictions": np.zeros((1, 1000)), **kwargs})
+        decode_predictions(**{"predictions": np.zeros((1, 1000)), **kwargs})

@@ -103,11 +103,11 @@ def test_bad_flags_end_to_end_exit_2_without_a_traceback(tmp_path, idx_dir):
         assert not (tmp_path / "run").exists()
 
 
-def test_remat_with_drop_path_is_a_flag_error(tmp_path, idx_dir, capsys):
+def test_remat_with_dropout_is_a_flag_error(tmp_path, idx_dir, capsys):
     status, stderr = run_in_process([f"--workdir={tmp_path / 'run'}", "--dataset=fashion_mnist",
-                                     f"--data_dir={idx_dir}", "--remat", "--drop_path_rate=0.1"], capsys)
+                                     f"--data_dir={idx_dir}", "--remat", "--dropout_rate=0.1"], capsys)
     assert status == 2 and "Traceback" not in stderr
-    assert "error: --remat cannot be combined with --dropout_rate or --drop_path_rate yet" in stderr
+    assert "error: --remat cannot be combined with --dropout_rate" in stderr
     assert not (tmp_path / "run").exists()
 
 

@@ -8,7 +8,7 @@ import pytest
 import keras
 
 from keras_vit.layers import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock, WindowAttention
-from keras_vit.layers.window_attention import window_positions
+from keras_vit.layers.window_attention import MASK_VALUE, shifted_window_mask, window_positions
 from tests.testing import ATOL, check_layer, np_gelu, np_layer_norm, np_softmax, set_random_weights, to_numpy
 
 # ---- numpy references, written from the paper and the reference code's loops ----
@@ -181,6 +181,31 @@ def test_swin_block_matches_numpy(size, window, shift):
     output, scores = block(x, return_attention_scores=True)
     np.testing.assert_allclose(to_numpy(output), expected, atol=ATOL)
     assert scores.shape[1] == 2 and scores.shape[0] % 2 == 0
+
+
+def test_shifted_window_mask_leaves_negligible_weights_not_zeros():
+    # MASK_VALUE = -100: after the float32 softmax a masked pair weighs about
+    # exp(-100) ~ 3.7e-44 times the row's largest weight (a subnormal, or 0 where the
+    # backend flushes subnormals), and the output is that of attention over each
+    # token's own region alone.
+    padded, window, shift, heads = (8, 8), (4, 4), (2, 2), 2
+    mask = shifted_window_mask(padded, window, shift)
+    assert set(np.unique(mask)) == {MASK_VALUE, 0.0}
+    windows = mask.shape[0]
+    x = np.random.default_rng(0).normal(size=(2 * windows, 16, 8)).astype("float32")
+    layer = WindowAttention(heads, window)
+    layer(x)
+    set_random_weights(layer)
+    output, scores = layer(x, attention_mask=mask, return_attention_scores=True)
+    scores = to_numpy(scores)
+    masked = np.broadcast_to(np.tile(mask, (2, 1, 1))[:, None] != 0, scores.shape)
+    assert scores.dtype == np.float32 and masked.any()
+    assert scores[masked].max() < np.finfo(np.float32).tiny
+    w = [to_numpy(v).astype("float64") for v in (layer.qkv.kernel, layer.qkv.bias, layer.out.kernel,
+                                                  layer.out.bias, layer.relative_position_bias_table)]
+    own_region_only = np.where(mask != 0, -np.inf, 0.0)
+    expected, _ = np_window_attention(x.astype("float64"), *w, window, heads, own_region_only)
+    np.testing.assert_allclose(to_numpy(output), expected, atol=ATOL)
 
 
 def test_swin_block_dropout_acts_in_training_only():

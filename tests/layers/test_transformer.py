@@ -8,10 +8,18 @@ import pytest
 import keras
 from keras import ops
 
-from keras_vit.layers import MLPBlock, StochasticDepth, TransformerBlock
+from keras_vit.layers import MLPBlock, StochasticDepth, SwinTransformerBlock, TransformerBlock
 from keras_vit.layers.transformer import gelu
 from tests.layers.test_attention import np_gpsa, np_self_attention
-from tests.testing import ATOL, check_layer, np_gelu, np_layer_norm, set_random_weights, to_numpy
+from tests.testing import (
+    ATOL,
+    check_layer,
+    np_gelu,
+    np_layer_norm,
+    parameter_gradients,
+    set_random_weights,
+    to_numpy,
+)
 
 
 def np_mlp(x, w1, b1, w2, b2):
@@ -88,8 +96,8 @@ def test_transformer_block_matches_numpy():
     # Dropout and stochastic depth act in training only.
     assert np.abs(to_numpy(block(x, training=True)) - expected).max() > 1e-3
     # Rematerialization recomputes in the backward pass; the forward is the same.
-    # (It refuses random masks, which the recomputation would draw anew.)
-    deterministic = {**kwargs, "dropout_rate": 0.0, "drop_path_rate": 0.0}
+    # (It refuses dropout, whose masks the recomputation would draw anew.)
+    deterministic = {**kwargs, "dropout_rate": 0.0}
     remat = TransformerBlock(**deterministic, remat=True)
     remat(x)
     remat.set_weights(block.get_weights())
@@ -140,3 +148,53 @@ def test_stochastic_depth_drops_whole_examples_and_rescales():
 def test_stochastic_depth_rejects_bad_rate(rate):
     with pytest.raises(ValueError, match=rf"`rate` must be a float in \[0, 1\). Received: rate={rate}"):
         StochasticDepth(rate)
+
+
+# ---- remat with stochastic depth (`call_with_remat`), shared by both blocks -------------
+
+REMAT_BLOCKS = {
+    "vit": (TransformerBlock, dict(num_heads=3, mlp_dim=20), (8, 5, 12)),
+    "gpsa": (TransformerBlock, dict(num_heads=4, mlp_dim=8, use_gpsa=True, grid_size=(2, 3)), (8, 6, 16)),
+    "swin": (SwinTransformerBlock, dict(num_heads=2, window_size=4, shift_size=2), (8, 6, 10, 8)),
+}
+
+
+@pytest.mark.parametrize("block", sorted(REMAT_BLOCKS))
+def test_remat_with_stochastic_depth_matches_the_plain_block_in_training(block):
+    cls, kwargs, shape = REMAT_BLOCKS[block]
+    x = np.random.default_rng(0).normal(size=shape).astype("float32")
+    weights = np.random.default_rng(1).normal(size=shape).astype("float32")
+    results = []
+    for remat in (False, True):
+        # The same seed: the same initial weights and stochastic-depth seed.
+        keras.utils.set_random_seed(5)
+        layer = cls(**kwargs, drop_path_rate=0.5, remat=remat, name="block")
+        layer(x)
+        set_random_weights(layer, scale=0.3)
+        outputs = to_numpy(layer(x, training=True))
+        results.append((outputs, parameter_gradients(layer, x, weights, training=True)))
+    (plain, plain_grads), (remat, remat_grads) = results
+    # Some examples lose a branch (rate 0.5 over 8 examples and 2 branches): the masks are in play.
+    inference = to_numpy(layer(x))
+    assert (np.abs(remat - inference).reshape(len(x), -1).max(1) > 1e-3).any()
+    np.testing.assert_allclose(remat, plain, atol=1e-6)
+    assert plain_grads.keys() == remat_grads.keys()
+    for path, gradient in plain_grads.items():
+        np.testing.assert_allclose(remat_grads[path], gradient, rtol=1e-5, atol=1e-5, err_msg=path)
+
+
+@pytest.mark.parametrize("block", ["vit", "swin"])
+@pytest.mark.parametrize("rate", ["dropout_rate", "attention_dropout_rate"])
+def test_remat_refuses_dropout_naming_it(block, rate):
+    cls, kwargs, _ = REMAT_BLOCKS[block]
+    with pytest.raises(ValueError, match=rf"^`remat=True` supports stochastic depth but not dropout.*"
+                                         rf"Received: remat=True, {rate}=0.1$"):
+        cls(**kwargs, remat=True, drop_path_rate=0.1, **{rate: 0.1})
+    cls(**kwargs, remat=True, drop_path_rate=0.1)  # stochastic depth alone is fine
+
+
+@pytest.mark.parametrize("block", ["vit", "swin"])
+def test_remat_must_be_a_bool(block):
+    cls, kwargs, _ = REMAT_BLOCKS[block]
+    with pytest.raises(ValueError, match=r"`remat` must be True or False. Received: remat='yes'"):
+        cls(**kwargs, remat="yes")

@@ -143,5 +143,6 @@ def test_train_on_tpu_has_the_tensorflow_tpu_switch():
     code = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
     assert 'BACKEND == "tensorflow-tpu"' in code
     assert "https://storage.googleapis.com/libtpu-tf-releases/index.html" in code
-    assert '"[tensorflow-tpu]"' in code and '"[tpu]"' in code
+    # The trainer's dependencies come with the `train` extra beside the runtime's.
+    assert '"[tensorflow-tpu,train]"' in code and '"[tpu,train]"' in code
     assert "No TPU or GPU: training on the CPU" in code

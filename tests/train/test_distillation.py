@@ -1,19 +1,14 @@
-"""DeiT distillation: the losses against numpy, the Distiller in `fit`, teacher loading."""
+"""DeiT distillation: the losses against numpy, the Distiller in `fit`, teacher loading (train.teachers)."""
 
 import keras
 import numpy as np
 import pytest
 
+import keras_vit
+from keras_vit import distillation_heads
 from tests.testing import np_softmax, to_numpy
-from train.distillation import (
-    Distiller,
-    SavedModelTeacher,
-    check_teacher_spec,
-    distillation_heads,
-    hard_distillation_loss,
-    load_teacher,
-    soft_distillation_loss,
-)
+from train.distillation import Distiller, hard_distillation_loss, soft_distillation_loss
+from train.teachers import SavedModelTeacher, check_teacher_spec, load_teacher
 
 CLASSES = 5
 SIZE = 8
@@ -209,6 +204,33 @@ def test_training_loss_is_the_distillation_loss():
     teacher_logits = to_numpy(teacher(images))
     expected = 0.9 * np_cross_entropy(labels, class_logits, 0.1) + 0.1 * np_kl(teacher_logits, dist_logits, 3.0)
     np.testing.assert_allclose(to_numpy(got), expected, rtol=RTOL)
+
+
+def test_distiller_uses_the_heads_of_a_keras_vit_distilled_student():
+    # The two heads come from keras_vit.distillation_heads: the trainer keeps no copy of it.
+    student = keras_vit.VisionTransformer(image_size=SIZE, patch_size=4, hidden_size=8, num_layers=1, num_heads=2,
+                                          mlp_dim=16, num_classes=CLASSES, distillation=True)
+    distiller = Distiller(student, tiny_teacher(), "hard")
+    images, _ = _data(4)
+    got = distiller(images, training=True)
+    expected = distillation_heads(student)(images, training=True)
+    for head, reference in zip(got, expected):
+        np.testing.assert_allclose(to_numpy(head), to_numpy(reference), atol=1e-6)
+
+
+def test_distiller_refuses_a_distillation_head_without_a_class_head():
+    inputs = keras.Input((SIZE, SIZE, CHANNELS))
+    x = keras.layers.Flatten()(inputs)
+    student = keras.Model(inputs, keras.layers.Dense(CLASSES, name="head_dist")(x), name="student")
+    with pytest.raises(ValueError, match=r"`model` has no distillation head.*missing \['head'\]"):
+        Distiller(student, tiny_teacher(), "hard")
+
+
+def test_each_part_has_one_home():
+    import train.distillation
+
+    assert not hasattr(train.distillation, "distillation_heads")  # keras_vit.distillation_heads
+    assert not hasattr(train.distillation, "load_teacher")  # train.teachers
 
 
 def test_distiller_refuses_none_and_bad_arguments():

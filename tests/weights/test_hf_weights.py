@@ -14,7 +14,7 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 import keras_vit
-from keras_vit.weights.swin import resample_bicubic
+from keras_vit.weights.position_embedding import resample_bicubic
 from tests.reference import timm, torch
 from tests.testing import to_numpy
 from tests.weights.checkpoints import TINY, randomize_torch, save_state_dict, torch_logits
@@ -353,7 +353,7 @@ QUERY = "vit.encoder.layer.1.attention.attention.query.weight"
     "edit,message",
     [
         (lambda a: a.pop(QUERY.replace("query", "key")),
-         r"broken.safetensors: block 1 has \['vit.encoder.layer.1.attention.attention.query.weight', "
+         r"broken.safetensors: block 1 of the checkpoint has \['vit.encoder.layer.1.attention.attention.query.weight', "
          r"'vit.encoder.layer.1.attention.attention.value.weight'\] but lacks its attention \['key'\] weight"),
         (lambda a: a.update({QUERY: np.zeros(1024, "float32")}),
          rf"broken.safetensors: entry '{QUERY}' has shape \(1024,\); expected an \(out, in\) Linear weight."),

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit.weights.loading import convert_checkpoint
+from keras_vit.weights.conversion import convert_checkpoint
 from tests.reference import timm  # noqa: F401  (imports timm with the torchvision shim)
 from tests.testing import parameter_gradients, to_numpy
 from tests.weights.checkpoints import (

@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit.models.swin import SwinTransformer, timm_key_map
+from keras_vit.models.swin import SwinTransformer
+from keras_vit.weights.swin import timm_key_map
 from keras_vit.weights import registry
-from keras_vit.weights.loading import convert_checkpoint
-from keras_vit.weights.swin import SWIN_POSITION, resample_bias_table, resample_bicubic
+from keras_vit.weights.conversion import convert_checkpoint
+from keras_vit.inspection import SWIN_POSITION
+from keras_vit.weights.position_embedding import resample_bias_table, resample_bicubic
 from tests.reference import timm, torch
 from tests.testing import parameter_gradients, to_numpy
 from tests.weights.checkpoints import (
@@ -460,7 +462,7 @@ _BLOCK = "swin.encoder.layers.1.blocks.0.attention.self"
          r"the attention query, key and value weights of block layers.1.blocks.0 differ in shape; expected "
          r"three equal shapes. Received: \{.*'swin.encoder.layers.1.blocks.0.attention.self.key.weight': \(64, 32\)"),
         (lambda a: a.pop(f"{_BLOCK}.value.bias"),
-         r"block layers.1.blocks.0 has \['swin.*key.bias', 'swin.*query.bias'\] but lacks its attention "
+         r"block layers.1.blocks.0 of the checkpoint has \['swin.*key.bias', 'swin.*query.bias'\] but lacks its attention "
          r"\['value'\] bias"),
         (lambda a: a.update({"swin.encoder.layers.0.downsample.reduction.weight": np.zeros((32, 128), "float32")}),
          r"entry 'swin.encoder.layers.0.downsample.reduction.weight' does not fit the model's "

@@ -45,7 +45,7 @@ class TrainConfig:
     jit_compile: bool = True
     remat: bool = False  # recompute each block in the backward pass: less memory, a larger batch fits
     pretrained: str = None
-    # DeiT distillation (train/distillation.py): a teacher (.keras file, SavedModel
+    # DeiT distillation (train/distillation.py, train/teachers.py): a teacher (.keras file, SavedModel
     # directory or variant name) and how its logits teach the student.
     teacher: str = None
     teacher_weights: str = None

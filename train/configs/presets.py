@@ -123,14 +123,6 @@ PRESETS = {
         augmentation="inception_crop",
         precision="bfloat16",
     ),
-    # Swin App. A2.1 (Liu et al. 2021), DeiT's augmentations minus repeated augmentation
-    # and EMA (off here too): AdamW, batch 1024, LR 1e-3, wd 0.05, 300 epochs with 20
-    # warmup epochs (1251 steps each, as in `deit`) and cosine decay, label smoothing 0.1,
-    # RandAugment m9, MixUp 0.8, CutMix 1.0. Stochastic depth 0.2 for Swin-T; for the
-    # larger models pass `--model=Swin_S --drop_path_rate=0.3` or `--model=Swin_B
-    # --drop_path_rate=0.5`. Clipping at global norm 5 and the final LR 1e-5 are the
-    # reference code's (`CLIP_GRAD`, `MIN_LR` scaled to batch 1024), as is random erasing
-    # 0.25, which has no field here (nor in `deit`).
 }
 # The DeiT recipe on ConViT-S; a deep copy, so that the two presets share no dict.
 PRESETS["convit"] = dataclasses.replace(copy.deepcopy(PRESETS["deit"]), model="ConViT_S")

@@ -1,13 +1,12 @@
-"""keras_vit.export's OpenVINO path: the IR files, their outputs against Keras', and bad input."""
+"""keras_vit.export.openvino: the IR files, their outputs against Keras', and bad input."""
 
 import os
 
 import numpy as np
 import pytest
 
-import keras_vit
 import keras_vit.export
-from tests.test_export import BACKEND, FLOAT_ATOL, build, forward, relative_error, smooth_images
+from tests.export.helpers import BACKEND, FLOAT_ATOL, build, forward, relative_error, smooth_images
 
 # OpenVINO reads the model through TensorFlow; under JAX the export is refused (last test).
 tensorflow_only = pytest.mark.skipif(BACKEND != "tensorflow", reason="OpenVINO export needs Keras on TensorFlow")

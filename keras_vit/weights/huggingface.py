@@ -24,7 +24,7 @@ table of keras_vit names. Both namings transformers uses are read: the one its
 
 import re
 
-from keras_vit.weights.converters import _require_ndim, convert_timm, fuse_qkv
+from keras_vit.weights.converters import QKV_PARTS, _require_ndim, convert_timm, fuse_qkv
 
 TRANSFORMERS_VIT, TRANSFORMERS_DEIT = "transformers ViT", "transformers DeiT"
 TRANSFORMERS_VIT_LAYOUTS = (TRANSFORMERS_VIT, TRANSFORMERS_DEIT)
@@ -49,15 +49,49 @@ _TOP = {
     "distillation_classifier.weight": "head_dist.weight",
     "distillation_classifier.bias": "head_dist.bias",
 }
-# Block submodules of both namings -> timm's.
-_BLOCK = (
+# Block submodules of both namings -> timm's, for ViT, DeiT and Swin alike (Swin
+# adds its relative position bias table: `keras_vit.weights.swin`).
+BLOCK_RULES = (
     (r"layernorm_before\.(weight|bias)", "norm1.{0}"),
     (r"layernorm_after\.(weight|bias)", "norm2.{0}"),
     (r"attention\.(?:output\.dense|o_proj)\.(weight|bias)", "attn.proj.{0}"),
     (r"(?:intermediate\.dense|mlp\.fc1)\.(weight|bias)", "mlp.fc1.{0}"),
     (r"(?:output\.dense|mlp\.fc2)\.(weight|bias)", "mlp.fc2.{0}"),
 )
-_QKV = re.compile(r"attention\.(?:attention\.(query|key|value)|([qkv])_proj)\.(weight|bias)")
+# The separate projections: `attention.attention.query` (ViT, DeiT) or
+# `attention.self.query` (Swin) as saved, `attention.q_proj` in memory since 5.0.
+_QKV = re.compile(r"attention\.(?:(?:attention|self)\.(query|key|value)|([qkv])_proj)\.(weight|bias)")
+
+
+# What `rename_block_entry` returns for a query, key or value projection, kept for fusing.
+QKV = "qkv"
+
+
+def rename_block_entry(block, name, key, value, qkv_parts, rules=BLOCK_RULES):
+    """Names one entry of a transformers block as timm does, or keeps it for the fused `qkv`.
+
+    Args:
+        block: The block, as the caller keys its q/k/v parts (an index or a prefix).
+        name: str. The entry's key inside the block, e.g. `"layernorm_before.weight"`.
+        key: str. The entry's key in the file, for messages.
+        value: array. The entry.
+        qkv_parts: dict `(block, kind) -> {part: (key, value)}` that the
+            separate query, key and value projections are added to, for
+            `fuse_qkv`.
+        rules: tuple of `(pattern, template)`. Defaults to `BLOCK_RULES`.
+
+    Returns:
+        timm's key inside the block (e.g. `"norm1.weight"`), `QKV` for a
+        projection kept in `qkv_parts`, or None for an entry of no known name.
+    """
+    if qkv := _QKV.fullmatch(name):
+        part = qkv[1] or QKV_PARTS["qkv".index(qkv[2])]
+        qkv_parts.setdefault((block, qkv[3]), {})[part] = (key, value)
+        return QKV
+    for pattern, template in rules:
+        if sub := re.fullmatch(pattern, name):
+            return template.format(*sub.groups())
+    return None
 
 
 def transformers_vit_layout(arrays):
@@ -92,14 +126,11 @@ def convert_transformers_vit(arrays):
             pooler[m[1]] = (key, value)
             continue
         if m := re.fullmatch(r"(?:encoder\.layer|layers)\.(\d+)\.(.+)", name):
-            if qkv := _QKV.fullmatch(m[2]):
-                part = {"q": "query", "k": "key", "v": "value"}.get(qkv[2], qkv[1])
-                parts.setdefault((m[1], qkv[3]), {})[part] = (key, value)
+            entry = rename_block_entry(m[1], m[2], key, value, parts)
+            if entry == QKV:
                 continue
-            for pattern, template in _BLOCK:
-                if sub := re.fullmatch(pattern, m[2]):
-                    target = f"blocks.{m[1]}.{template.format(*sub.groups())}"
-                    break
+            if entry is not None:
+                target = f"blocks.{m[1]}.{entry}"
         if target is None:
             unused[key] = "no keras_vit weight has this name"
         else:

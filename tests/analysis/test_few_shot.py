@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from keras_vit.evaluation import few_shot_linear, fit_least_squares
+from keras_vit.few_shot import few_shot_linear, fit_least_squares
 
 
 def test_least_squares_is_the_closed_form_solution():
@@ -39,3 +39,9 @@ def test_few_shot_errors():
         few_shot_linear(lambda v: v, (x, y), (x, y), shots=(3,))
     with pytest.raises(ValueError, match=r"`shots` must hold positive integers. Received: shots=\(0,\)"):
         few_shot_linear(lambda v: v, (x, y), (x, y), shots=(0,))
+
+
+def test_the_former_module_name_still_imports():
+    import keras_vit.evaluation
+
+    assert keras_vit.evaluation.few_shot_linear is few_shot_linear

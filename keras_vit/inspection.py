@@ -1,0 +1,236 @@
+"""What a built keras_vit model is made of, read from its layers.
+
+The weight loader (to check a checkpoint against a model and find its bias
+tables), feature extraction (to tap blocks) and the attention analysis (to run
+blocks one by one) all ask the same questions of a model: which family, which
+blocks in which order, which patch grid. They ask them here, by layer class
+and graph order, never by layer name, so that renamed models and models loaded
+from `.keras` files answer the same.
+
+This module sits just above `keras_vit.layers` in the import order (see
+`docs/design.md`): the weights, the models and the analysis tools import it,
+and it imports only layers and the variant table.
+"""
+
+import keras
+
+from keras_vit.architectures import architecture
+from keras_vit.layers.bit import ResNetStage, StandardizedConv2D
+from keras_vit.layers.patching import PatchEncoder, Patches
+from keras_vit.layers.tokens import ClassToken, DistillationToken
+from keras_vit.layers.pooling import SeparableMaxPooling2D
+from keras_vit.layers.swin import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock
+from keras_vit.layers.transformer import TransformerBlock
+
+# The two model families: their checkpoints share no weight names.
+VIT_FAMILY, SWIN_FAMILY = "ViT", "Swin"
+# The weight of Swin's absolute position embedding (`ape`).
+SWIN_POSITION = "absolute_position_embedding/position_embedding"
+BLOCK_CLASSES = (TransformerBlock, SwinTransformerBlock)
+# The hybrid root's max pooling: ours with a static size, Keras' with a dynamic one
+# (and in `.keras` files saved before keras_vit had its own).
+_MAX_POOLINGS = (SeparableMaxPooling2D, keras.layers.MaxPooling2D)
+
+
+def check_model(model):
+    """Raises a ValueError naming `model` unless it is a `keras.Model`."""
+    if not isinstance(model, keras.Model):
+        raise ValueError(f"`model` must be a `keras.Model`. Received: model={model!r}")
+
+
+def layers_of(model, classes):
+    """The layers of `model` that are instances of `classes`, in graph order."""
+    return [layer for layer in model.layers if isinstance(layer, classes)]
+
+
+def first_layer(model, classes):
+    """The first layer of `model` that is an instance of `classes`, or None."""
+    return next((layer for layer in model.layers if isinstance(layer, classes)), None)
+
+
+def family(model):
+    """`"Swin"`, `"ViT"` (ViT, DeiT, hybrid, ConViT) or None (not a keras_vit graph)."""
+    if first_layer(model, SwinPatchEmbedding) is not None:
+        return SWIN_FAMILY
+    if first_layer(model, PatchEncoder) is not None:
+        return VIT_FAMILY
+    return None
+
+
+def patch_encoder(model):
+    """The `PatchEncoder` of a ViT-like model.
+
+    Raises:
+        ValueError: for a model without one (a Swin model embeds its patches
+            in stages and has no single patch grid), naming it.
+    """
+    encoder = first_layer(model, PatchEncoder)
+    if encoder is None:
+        raise ValueError(
+            "`model` has no PatchEncoder, so no single patch grid: expected a keras_vit ViT, "
+            "DeiT, hybrid or ConViT (for a Swin model, see `keras_vit.analysis.window_grids`). "
+            f"Received: model={model.name!r}"
+        )
+    return encoder
+
+
+def blocks(model):
+    """Every transformer block (ViT-like or Swin) of `model`, in order.
+
+    Raises:
+        ValueError: for a model without any, naming it.
+    """
+    found = layers_of(model, BLOCK_CLASSES)
+    if not found:
+        raise ValueError(
+            "`model` has no transformer blocks (TransformerBlock or SwinTransformerBlock "
+            "layers at its top level): expected a model built by keras_vit or loaded from a "
+            f".keras file of one. Received: model={model.name!r}"
+        )
+    return found
+
+
+def final_norm(model):
+    """The LayerNorm after the last block: where every keras_vit backbone ends.
+
+    ViT-like models call it `encoder_norm`, Swin `norm`; it is found as the
+    first top-level `LayerNormalization` after the last block, so renamed
+    models and `.keras` files of earlier versions are found too.
+
+    Raises:
+        ValueError: for a model without blocks, or without such a norm.
+    """
+    layers = model.layers
+    last = layers.index(blocks(model)[-1])
+    norm = next((layer for layer in layers[last + 1:] if isinstance(layer, keras.layers.LayerNormalization)), None)
+    if norm is None:
+        raise ValueError(
+            "`model` has no LayerNormalization after its last block, where a keras_vit "
+            f"backbone ends. Received: model={model.name!r}"
+        )
+    return norm
+
+
+def swin_stages(model):
+    """The Swin blocks of `model` grouped by stage (a patch merging opens every stage but the first)."""
+    stages = [[]]
+    for layer in model.layers:
+        if isinstance(layer, PatchMerging):
+            stages.append([])
+        elif isinstance(layer, SwinTransformerBlock):
+            stages[-1].append(layer)
+    return [stage for stage in stages if stage]
+
+
+def prefix_token_counts(model):
+    """How many class and distillation tokens lead each ViT-like block's input.
+
+    Counted from the token layers met before each block in graph order: ConViT
+    inserts its class token only after the last GPSA block.
+    """
+    counts, inserted = [], 0
+    for layer in model.layers:
+        if isinstance(layer, (ClassToken, DistillationToken)):
+            inserted += 1
+        elif isinstance(layer, TransformerBlock):
+            counts.append(inserted)
+    return counts
+
+
+def token_stride(model):
+    """Pixels per token along each axis of a ViT-like model: the patch, times a hybrid ResNet's downsampling."""
+    stride = list(first_layer(model, Patches).patch_size)
+    for layer in layers_of(model, (StandardizedConv2D, *_MAX_POOLINGS, ResNetStage)):
+        step = layer.strides if isinstance(layer.strides, (tuple, list)) else (layer.strides,) * 2
+        stride = [s * t for s, t in zip(stride, step)]
+    return tuple(stride)
+
+
+def resnet_levels(model):
+    """A hybrid's ResNet outputs (the root before its max-pool, then every stage); `[]` for a plain ViT."""
+    if first_layer(model, StandardizedConv2D) is None:
+        return []
+    pools = layers_of(model, _MAX_POOLINGS)
+    stages = [layer.output for layer in layers_of(model, ResNetStage)]
+    # timm's ResNetV2 takes its stride-2 root feature after GroupNorm+ReLU,
+    # before the root's max-pool; levels 1.. are the stage outputs.
+    return [pools[0].input, *stages] if pools else stages
+
+
+def has_class_token(model):
+    """True when `model` has a class token (pooling `"token"`)."""
+    return first_layer(model, ClassToken) is not None
+
+
+def swin_arguments(model):
+    """The `SwinTransformer` arguments that fix a Swin model's weights.
+
+    `window_size` is the requested window (a block on a smaller map uses a
+    smaller one).
+    """
+    embedding = first_layer(model, SwinPatchEmbedding)
+    stages = swin_stages(model)
+    arguments = {
+        "embed_dim": embedding.embed_dim,
+        "patch_size": embedding.patch_size,
+        "depths": tuple(len(stage) for stage in stages),
+        "num_heads": tuple(stage[0].num_heads for stage in stages),
+        "absolute_position_embedding": any(w.path == SWIN_POSITION for w in model.weights),
+    }
+    if stages:
+        first = stages[0][0]
+        arguments.update(window_size=first.window_size, mlp_ratio=first.mlp_ratio)
+    return arguments
+
+
+def vit_arguments(model):
+    """The `VisionTransformer` / `ConViT` arguments that fix a ViT-like model's weights."""
+    encoder = first_layer(model, PatchEncoder)
+    vit_blocks = layers_of(model, TransformerBlock)
+    patches = first_layer(model, Patches)
+    arguments = {
+        "hidden_size": encoder.hidden_size,
+        "num_layers": len(vit_blocks),
+        "num_gpsa_layers": sum(block.use_gpsa for block in vit_blocks),
+        "distillation": first_layer(model, DistillationToken) is not None,
+    }
+    if vit_blocks:
+        arguments.update(num_heads=vit_blocks[0].num_heads, mlp_dim=vit_blocks[0].mlp_dim)
+    if patches is not None:
+        arguments["patch_size"] = patches.patch_size
+    if any(layer.name == "conv_root" for layer in model.layers):
+        arguments["resnet_stages"] = tuple(stage.num_units for stage in layers_of(model, ResNetStage))
+    return arguments
+
+
+def model_architecture(model):
+    """The architecture of a keras_vit model (see `keras_vit.architectures.architecture`).
+
+    Returns None for a model of no keras_vit family: then only the weight
+    shapes can be checked, after reading a file.
+    """
+    kind = family(model)
+    if kind is None:
+        return None
+    if kind == SWIN_FAMILY:
+        builder, arguments = "SwinTransformer", swin_arguments(model)
+    else:
+        arguments = vit_arguments(model)
+        builder = "ConViT" if arguments["num_gpsa_layers"] else "VisionTransformer"
+    inputs = getattr(model, "inputs", None)
+    if inputs:
+        arguments["num_channels"] = inputs[0].shape[-1]
+    return architecture(builder, arguments)
+
+
+def bias_table_windows(model):
+    """Each relative position bias table of a Swin model and the window it serves.
+
+    Returns:
+        Dict `weight path -> (Mh, Mw)`; the window a block uses on its map,
+        which is smaller than the requested one on a map smaller than it.
+    """
+    return {
+        f"{layer.name}/attention/relative_position_bias_table": tuple(layer.window)
+        for layer in layers_of(model, SwinTransformerBlock)
+    }

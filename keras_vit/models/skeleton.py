@@ -1,0 +1,225 @@
+"""The skeleton of the ViT-like families: stem, tokens, blocks, head.
+
+ViT, the hybrid ResNet+ViT, DeiT and ConViT are one graph with different parts
+plugged in (`docs/design.md` draws it):
+
+    images -> shape check -> preprocessing -> [stem: BiT ResNet] -> Patches -> PatchEncoder
+           -> embedding dropout -> blocks[:tokens_at] -> [class (, distillation) token]
+           -> blocks[tokens_at:] -> encoder_norm                        (the backbone ends here)
+           -> token or average pooling -> [pre-logits] -> head          (DeiT: two heads, averaged)
+
+A family is a `Family`: the block it builds at each depth, where its class
+token joins (ViT: before the first block, with a position embedding; ConViT:
+after the last GPSA block, without) and an optional stem. `EncoderConfig`
+holds, checked, the arguments every ViT-like builder shares.
+"""
+
+import dataclasses
+from typing import Callable, Optional
+
+import keras
+
+from keras_vit.layers.normalization import LayerNormalization
+from keras_vit.layers.patching import PatchEncoder, Patches
+from keras_vit.layers.tokens import ClassToken, DistillationToken
+from keras_vit.layers.validation import check_remat_without_dropout
+from keras_vit.models.common import (
+    check_common_args,
+    check_dynamic_args,
+    check_grid,
+    check_model_args,
+    classification_head,
+    finish_model,
+    image_input,
+    initializers,
+    patch_grid,
+    pool,
+    preprocess,
+)
+from keras_vit.models.deit import check_distillation_args, distilled_top
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderConfig:
+    """The arguments every ViT-like builder shares, checked (see `VisionTransformer`)."""
+
+    image_size: tuple
+    patch_size: tuple
+    num_channels: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    mlp_dim: int
+    num_classes: int
+    include_top: bool
+    pooling: str
+    representation_size: Optional[int]
+    classifier_activation: object
+    dropout_rate: float
+    attention_dropout_rate: float
+    drop_path_rate: float
+    preprocessing: Optional[str]
+    initialization: str
+    distillation: bool
+    dynamic_image_size: bool
+    dynamic_padding: bool
+    position_interpolation: str
+    position_antialias: bool
+    dtype: object
+    remat: bool
+    weights: object
+    name: str
+
+    @classmethod
+    def from_arguments(cls, arguments):
+        """Checks and normalizes a builder's arguments.
+
+        Args:
+            arguments: dict holding (at least) every field, e.g. a builder's
+                `locals()` taken before it defines anything else.
+
+        Returns:
+            An `EncoderConfig` with `image_size` and `patch_size` as pairs.
+
+        Raises:
+            ValueError: for an invalid argument, naming it, before any layer
+                is built.
+        """
+        values = {field.name: arguments[field.name] for field in dataclasses.fields(cls)}
+        values["image_size"], values["patch_size"] = check_common_args(
+            *(values[key] for key in (
+                "image_size", "patch_size", "num_channels", "hidden_size", "num_layers", "num_heads",
+                "mlp_dim", "pooling", "preprocessing", "dropout_rate", "attention_dropout_rate",
+                "drop_path_rate",
+            ))
+        )
+        check_model_args(
+            *(values[key] for key in (
+                "num_classes", "include_top", "representation_size", "classifier_activation", "dtype",
+                "remat", "weights", "name",
+            ))
+        )
+        check_remat_without_dropout(values["remat"], values["dropout_rate"], values["attention_dropout_rate"])
+        initializers(values["initialization"])
+        check_distillation_args(values["distillation"], values["pooling"], values["representation_size"])
+        check_dynamic_args(
+            values["dynamic_image_size"], values["dynamic_padding"], values["position_interpolation"],
+            values["position_antialias"],
+        )
+        return cls(**values)
+
+    @property
+    def init(self):
+        """The initializers of `initialization` (see `keras_vit.models.common.initializers`)."""
+        return initializers(self.initialization)
+
+    def drop_path_rate_at(self, index):
+        """Stochastic depth of block `index`: linear from 0 in the first block to the rate in the last."""
+        return self.drop_path_rate * index / max(self.num_layers - 1, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """What a ViT-like family plugs into the skeleton.
+
+    Attributes:
+        make_block: callable `index -> layer`, the transformer block at depth
+            `index` (named `encoderblock_{index}`).
+        tokens_at: int. The block before which the class (and distillation)
+            token joins the patch tokens; `num_layers` or more for none.
+        token_position_embeddings: bool. Whether those tokens carry position
+            embeddings of their own (ViT, DeiT) or not (ConViT).
+        grid_blocks: int. How many leading blocks take the patch tokens as a
+            `(batch, rows, cols, D)` grid instead of a sequence (ConViT's GPSA
+            blocks with a dynamic image size, which read the grid's size).
+        stem: callable `x -> feature map` run on the preprocessed images
+            before the patches are cut (the hybrid's BiT ResNet), or None.
+        feature_size: tuple. The stem's output size at `image_size` (the
+            image size without a stem).
+        feature_stride: int. The stem's downsampling (1 without a stem).
+    """
+
+    make_block: Callable
+    tokens_at: int = 0
+    token_position_embeddings: bool = True
+    grid_blocks: int = 0
+    stem: Optional[Callable] = None
+    feature_size: Optional[tuple] = None
+    feature_stride: int = 1
+
+
+def build_encoder_model(config, family):
+    """Builds a ViT-like `keras.Model` from the shared arguments and a family's parts.
+
+    Args:
+        config: `EncoderConfig`.
+        family: `Family`.
+
+    Returns:
+        A `keras.Model` taking `(batch, height, width, num_channels)` images.
+    """
+    init = config.init
+    feature_size = family.feature_size or config.image_size
+    check_grid(feature_size, config.patch_size, config.image_size, config.dynamic_padding)
+    dtype = config.dtype
+
+    # Stem.
+    images, x = image_input(
+        config.image_size, config.num_channels, dtype, config.patch_size, config.dynamic_image_size,
+        config.dynamic_padding, family.feature_stride,
+    )
+    x = preprocess(x, config.preprocessing, config.num_channels, dtype)
+    if family.stem is not None:
+        x = family.stem(x)
+    x = Patches(config.patch_size, dynamic_padding=config.dynamic_padding, dtype=dtype, name="patches")(x)
+    x = PatchEncoder(
+        config.hidden_size,
+        kernel_initializer=init["patch_kernel"],
+        position_initializer=init["position"],
+        grid_size=patch_grid(feature_size, config.patch_size, config.dynamic_padding),
+        dynamic_grid=config.dynamic_image_size,
+        interpolation=config.position_interpolation,
+        antialias=config.position_antialias,
+        flatten=family.grid_blocks == 0,
+        dtype=dtype,
+        name="patch_encoder",
+    )(x)
+    # Tokens and blocks. ViT's tokens join before the embedding dropout (it
+    # drops out `z_0` of Eq. 1, class token included); ConViT's join inside
+    # the stack of blocks, after it, as in its reference.
+    early = family.tokens_at == 0 and family.token_position_embeddings
+    if early:
+        x = _prefix_tokens(x, config, family, init)
+    x = keras.layers.Dropout(config.dropout_rate, dtype=dtype, name="embedding_dropout")(x)
+    for index in range(config.num_layers):
+        if index == family.tokens_at and not early:
+            x = _prefix_tokens(x, config, family, init)
+        x = family.make_block(index)(x)
+        if family.grid_blocks and index == family.grid_blocks - 1:
+            x = keras.layers.Reshape((-1, config.hidden_size), dtype=dtype, name="flatten_grid")(x)
+    x = LayerNormalization(epsilon=1e-6, dtype=dtype, name="encoder_norm")(x)
+
+    # Head.
+    if config.distillation:
+        x = distilled_top(x, config.include_top, config.num_classes, config.classifier_activation, dtype,
+                          init["head_kernel"])
+    else:
+        x = pool(x, config.pooling, dtype)
+        if config.include_top:
+            x = classification_head(x, config.num_classes, config.representation_size,
+                                    config.classifier_activation, dtype, init["head_kernel"])
+    return finish_model(images, x, config.name, config.weights)
+
+
+def _prefix_tokens(x, config, family, init):
+    """The class token (with `pooling="token"`) and DeiT's distillation token."""
+    if config.pooling != "token":
+        return x
+    if family.token_position_embeddings:
+        position = dict(position_initializer=init["position"])
+    else:
+        position = dict(use_position_embedding=False)
+    x = ClassToken(initializer=init["class_token"], **position, dtype=config.dtype, name="class_token")(x)
+    if config.distillation:
+        x = DistillationToken(**position, dtype=config.dtype, name="distillation_token")(x)
+    return x

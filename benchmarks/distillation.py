@@ -186,22 +186,6 @@ def run_student(workdir, data_dir, seed, flags):
     return summary
 
 
-class _Encoder:
-    """The layers of a keras_vit model up to its last transformer block.
-
-    `analysis.attention_maps` applies a model's layers one after the other; a
-    two-head student's layers after the blocks (two token pools, two heads,
-    their average) are no single chain, and the attention does not depend on them.
-    """
-
-    def __init__(self, model):
-        from keras_vit.layers.transformer import TransformerBlock
-
-        last = max(i for i, layer in enumerate(model.layers) if isinstance(layer, TransformerBlock))
-        self.layers = model.layers[: last + 1]
-        self.name = model.name
-
-
 def attention_distance(model_path, images):
     """Mean attention distance in pixels (ViT App. D.6): `(layers,)`, averaged over heads and images."""
     import keras
@@ -211,7 +195,8 @@ def attention_distance(model_path, images):
 
     model = keras.saving.load_model(model_path, compile=False)
     grid = analysis.grid_size(model)
-    maps = analysis.attention_maps(_Encoder(model), images)
+    # attention_maps runs the layers up to the last block, before a distilled model's two heads.
+    maps = analysis.attention_maps(model, images)
     return analysis.mean_attention_distance(maps, grid, IMAGE_SIZE / grid[0]).mean(axis=1)
 
 

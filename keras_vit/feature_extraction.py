@@ -57,8 +57,6 @@ class _Backbone:
         self.grid = tuple(self.patch_grid.shape[1:3])
         self.num_prefix_tokens = inspection.prefix_token_counts(model)
         self.stride = inspection.token_stride(model)
-        # The backbone's end (`keras_vit.models.backbone`), applied to other blocks with `norm=True`.
-        self.norm = inspection.final_norm(model)
         self.resnet_levels = inspection.resnet_levels(model)
 
     def _output(self, index, norm):
@@ -66,7 +64,9 @@ class _Backbone:
         x = self.blocks[index].output
         if not norm:
             return x
-        return self.norm(x)
+        # The backbone's end (`keras_vit.backbone`), looked up only when asked
+        # for: a model cut after a block has none.
+        return inspection.final_norm(self.model)(x)
 
     def tokens(self, index, norm, name):
         """Block `index`'s output as a `(batch, tokens, D)` sequence."""

@@ -131,17 +131,16 @@ def staging_path(path):
 
 
 @contextlib.contextmanager
-def staged_file(path, staged=None):
+def staged_file(path):
     """Yields a temporary file name to write; renames it onto `path` when the block ends.
 
     An exception in the block (a full disk) removes the temporary file and
     leaves `path` as it was.
 
     Args:
-        path: str. The file to write.
-        staged: str or None. The temporary name; `None` for `staging_path(path)`.
+        path: str. The file to write; the temporary name is `staging_path(path)`.
     """
-    staged = staged or staging_path(path)
+    staged = staging_path(path)
     try:
         yield staged
         replace_file(staged, path)
@@ -179,7 +178,7 @@ def write_atomically(path, data):
     (`gs://...`) go through `tf.io.gfile`, where the rename is the store's.
     """
     mode = "wb" if isinstance(data, bytes) else "w"
-    with staged_file(path, f"{path}.tmp-{os.getpid()}") as staged:
+    with staged_file(path) as staged:
         with open_file(staged, mode) as f:
             f.write(data)
             if not is_remote(staged):

@@ -157,6 +157,11 @@ def resnet_levels(model):
     return [pools[0].input, *stages] if pools else stages
 
 
+def gpsa_blocks(model):
+    """The blocks of `model` whose attention is ConViT's GPSA, in order (`[]` for other models)."""
+    return [block for block in layers_of(model, TransformerBlock) if block.use_gpsa]
+
+
 def has_class_token(model):
     """True when `model` has a class token (pooling `"token"`)."""
     return first_layer(model, ClassToken) is not None
@@ -198,7 +203,7 @@ def vit_arguments(model):
         arguments.update(num_heads=vit_blocks[0].num_heads, mlp_dim=vit_blocks[0].mlp_dim)
     if patches is not None:
         arguments["patch_size"] = patches.patch_size
-    if any(layer.name == "conv_root" for layer in model.layers):
+    if first_layer(model, StandardizedConv2D) is not None:
         arguments["resnet_stages"] = tuple(stage.num_units for stage in layers_of(model, ResNetStage))
     return arguments
 

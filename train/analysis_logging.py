@@ -14,8 +14,7 @@ import json
 import keras
 import numpy as np
 
-from keras_vit import analysis
-from keras_vit.layers.gpsa import GPSA
+from keras_vit import analysis, inspection
 from keras_vit.layers.patching import PatchEncoder
 from keras_vit.files import write_text_atomically
 from train import files
@@ -52,10 +51,10 @@ def parse_analyses(value):
 
 def check_model_supports(model, analyses):
     """Raises a one-line `ValueError` when `model` lacks what an analysis reads."""
-    if "gates" in analyses and not any(isinstance(getattr(layer, "attention", None), GPSA) for layer in model.layers):
+    if "gates" in analyses and not inspection.gpsa_blocks(model):
         raise ValueError("--log_analysis=gates needs a model with GPSA layers (a ConViT). "
                          f"Received: log_analysis={','.join(analyses)!r} for model {model.name!r}")
-    if "position_similarity" in analyses and not any(isinstance(layer, PatchEncoder) for layer in model.layers):
+    if "position_similarity" in analyses and inspection.first_layer(model, PatchEncoder) is None:
         raise ValueError("--log_analysis=position_similarity needs a model with learned position embeddings "
                          "(a ViT, hybrid or ConViT; Swin's are relative). "
                          f"Received: log_analysis={','.join(analyses)!r} for model {model.name!r}")
@@ -63,7 +62,7 @@ def check_model_supports(model, analyses):
 
 def _grid_and_pixels(model):
     """The grid argument of `analysis.nonlocality` and the pixels per patch of `model`."""
-    if any(isinstance(layer, PatchEncoder) for layer in model.layers):
+    if inspection.first_layer(model, PatchEncoder) is not None:
         grid = analysis.grid_size(model)
         return grid, model.input_shape[1] / grid[0]
     grids = analysis.window_grids(model)

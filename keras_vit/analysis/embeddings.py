@@ -4,7 +4,6 @@ import numpy as np
 from keras import ops
 
 from keras_vit import inspection
-from keras_vit.layers.gpsa import GPSA
 from keras_vit.layers.patching import Patches
 
 
@@ -55,11 +54,7 @@ def gpsa_gating(model):
     Returns:
         Array `(gpsa_layers, heads)`; 1 means purely positional, 0 purely content.
     """
-    gates = [
-        1.0 / (1.0 + np.exp(-_numpy(layer.attention.gating)))
-        for layer in model.layers
-        if isinstance(getattr(layer, "attention", None), GPSA)
-    ]
+    gates = [1.0 / (1.0 + np.exp(-_numpy(block.attention.gating))) for block in inspection.gpsa_blocks(model)]
     if not gates:
         raise ValueError(f"Model {model.name!r} has no GPSA layers (only ConViT models do).")
     return np.stack(gates)

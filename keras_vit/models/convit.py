@@ -127,6 +127,7 @@ def ConViT(
         make_block,
         # The class token joins after the last GPSA block, without a position embedding.
         tokens_at=num_gpsa_layers,
+        tokens_before_dropout=False,
         token_position_embeddings=False,
         # A dynamic grid reaches the GPSA blocks as a grid, which tells them its size.
         grid_blocks=num_gpsa_layers if dynamic_image_size else 0,

@@ -126,12 +126,17 @@ class Family:
         make_block: callable `index -> layer`, the transformer block at depth
             `index` (named `encoderblock_{index}`).
         tokens_at: int. The block before which the class (and distillation)
-            token joins the patch tokens; `num_layers` or more for none.
+            token joins the patch tokens.
+        tokens_before_dropout: bool. With `tokens_at=0`, whether the tokens
+            join before the embedding dropout (ViT drops out `z_0` of Eq. 1,
+            class token included) or after it, with the blocks (ConViT's
+            reference inserts its class token inside the stack of blocks).
         token_position_embeddings: bool. Whether those tokens carry position
             embeddings of their own (ViT, DeiT) or not (ConViT).
         grid_blocks: int. How many leading blocks take the patch tokens as a
             `(batch, rows, cols, D)` grid instead of a sequence (ConViT's GPSA
-            blocks with a dynamic image size, which read the grid's size).
+            blocks with a dynamic image size, which read the grid's size); at
+            most `tokens_at`, since the tokens join a sequence.
         stem: callable `x -> feature map` run on the preprocessed images
             before the patches are cut (the hybrid's BiT ResNet), or None.
         feature_size: tuple. The stem's output size at `image_size` (the
@@ -141,11 +146,19 @@ class Family:
 
     make_block: Callable
     tokens_at: int = 0
+    tokens_before_dropout: bool = True
     token_position_embeddings: bool = True
     grid_blocks: int = 0
     stem: Optional[Callable] = None
     feature_size: Optional[tuple] = None
     feature_stride: int = 1
+
+    def __post_init__(self):
+        if self.grid_blocks > self.tokens_at:
+            raise ValueError(
+                "The prefix tokens join a token sequence, so the blocks that take a grid must "
+                f"come before them. Received: grid_blocks={self.grid_blocks}, tokens_at={self.tokens_at}"
+            )
 
 
 def build_encoder_model(config, family):
@@ -184,10 +197,8 @@ def build_encoder_model(config, family):
         dtype=dtype,
         name="patch_encoder",
     )(x)
-    # Tokens and blocks. ViT's tokens join before the embedding dropout (it
-    # drops out `z_0` of Eq. 1, class token included); ConViT's join inside
-    # the stack of blocks, after it, as in its reference.
-    early = family.tokens_at == 0 and family.token_position_embeddings
+    # Tokens and blocks (see `Family.tokens_before_dropout`).
+    early = family.tokens_at == 0 and family.tokens_before_dropout
     if early:
         x = _prefix_tokens(x, config, family, init)
     x = keras.layers.Dropout(config.dropout_rate, dtype=dtype, name="embedding_dropout")(x)

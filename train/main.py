@@ -112,7 +112,7 @@ def main(argv):
 
     from train.checks import check_config
     from train.data import DataUnavailableError
-    from train.strategy import TPUUnavailableError, get_strategy, worker_failure
+    from train.strategy import TPUUnavailableError, check_strategy_flags, get_strategy, worker_failure
     from train.trainer import train
     from train.workdir import check_workdir
 
@@ -120,6 +120,8 @@ def main(argv):
         # Every flag and the workdir are checked before anything runs or is written.
         config = config_from_flags()
         check_config(config)
+        check_strategy_flags(FLAGS.tpu, FLAGS.tpu_name, FLAGS.distribution, FLAGS.mesh, FLAGS.strategy,
+                             FLAGS.multihost)
         check_workdir(FLAGS.workdir, config)
         strategy = get_strategy(FLAGS.tpu, FLAGS.tpu_name, FLAGS.distribution, FLAGS.mesh, FLAGS.strategy,
                                 FLAGS.multihost)

@@ -12,11 +12,16 @@ the trainer treats them alike.
 """
 
 import dataclasses
+import os
 
 import keras
 
 DISTRIBUTIONS = ("auto", "data", "fsdp")
 STRATEGIES = ("auto", "mirrored", "multi_worker")
+# Where `keras.distribution.initialize` reads the hosts of a JAX job outside a
+# managed cluster: the coordinator's `host:port`, the number of hosts, this host's index.
+HOST_VARIABLES = ("KERAS_DISTRIBUTION_JOB_ADDRESSES", "KERAS_DISTRIBUTION_NUM_PROCESSES",
+                  "KERAS_DISTRIBUTION_PROCESS_ID")
 
 
 class TPUUnavailableError(RuntimeError):
@@ -141,6 +146,48 @@ def _keep_tensorflow_off_the_gpus():
         pass  # TensorFlow has run already; its devices are fixed for this process
 
 
+def _jax_detects_a_cluster():
+    """Whether JAX finds the hosts by itself: a Cloud TPU pod slice, a SLURM, Open MPI or Kubernetes job."""
+    try:
+        # JAX's own detection (private, so guarded), as `jax.distributed.initialize` runs it.
+        from jax._src import clusters
+
+        environments = clusters.ClusterEnv._cluster_types
+    except (ImportError, AttributeError):
+        return True  # another JAX: let its own initialization decide
+    return any(not env.opt_in_only_method and env.is_env_present() for env in environments)
+
+
+def check_multihost_environment():
+    """Raises a one-line `ValueError` unless `--multihost` can find the other hosts of the job.
+
+    Outside a cluster JAX detects, the hosts come from `HOST_VARIABLES` (or
+    `JAX_COORDINATOR_ADDRESS` for the coordinator); JAX's own error without them
+    ("coordinator_address should be defined") names neither the flag nor them.
+    """
+    names = dict(zip(("coordinator", "count", "index"), HOST_VARIABLES))
+    values = {key: os.environ.get(name) for key, name in names.items()}
+    values["coordinator"] = values["coordinator"] or os.environ.get("JAX_COORDINATOR_ADDRESS")
+    if all(values.values()):
+        count, index = values["count"], values["index"]
+        if not (count.isdigit() and index.isdigit() and int(index) < int(count)):
+            raise ValueError(
+                f"--multihost reads {names['count']} (the number of hosts, a positive integer) and {names['index']} "
+                f"(this host's index, from 0 to the number of hosts - 1). "
+                f"Received: {names['count']}={count!r}, {names['index']}={index!r}"
+            )
+        return
+    if _jax_detects_a_cluster():
+        return
+    unset = ", ".join(names[key] for key, value in values.items() if not value)
+    raise ValueError(
+        "--multihost joins the hosts of a JAX job, and finds none here: outside a Cloud TPU pod slice (or a SLURM, "
+        f"Open MPI or Kubernetes job) set on every host {names['coordinator']} (the coordinator's host:port, "
+        f"the same on every host), {names['count']} (the number of hosts) and {names['index']} (this host's "
+        f"index, 0 on the coordinator). Received: multihost=True with {unset} unset"
+    )
+
+
 def join_hosts():
     """Joins this process to a multi-host JAX job (`keras.distribution.initialize`).
 
@@ -148,7 +195,11 @@ def join_hosts():
     elsewhere from `KERAS_DISTRIBUTION_JOB_ADDRESSES` (the coordinator's
     `host:port`), `KERAS_DISTRIBUTION_NUM_PROCESSES` and
     `KERAS_DISTRIBUTION_PROCESS_ID`. Must run before JAX computes anything.
+
+    Raises:
+        ValueError: if the other hosts cannot be found (`check_multihost_environment`).
     """
+    check_multihost_environment()
     import jax
 
     # CPU hosts (a test on one machine, a CPU cluster) exchange collectives over gloo;
@@ -161,11 +212,10 @@ def jax_distribution(use_tpu=False, tpu_name=None, distribution="auto", mesh=Non
     """The `JaxDistribution` for the flags; with `--tpu`, insists on TPU devices."""
     import jax
 
+    _check_distribution(distribution)
     _keep_tensorflow_off_the_gpus()
     if multihost:
         join_hosts()
-    if distribution not in DISTRIBUTIONS:
-        raise ValueError(f"--distribution must be one of {DISTRIBUTIONS}. Received: distribution={distribution!r}")
     if tpu_name:
         raise TPUUnavailableError(
             "--tpu_name names a TPU for TensorFlow's TPUStrategy; under JAX the TPU devices of this "
@@ -352,6 +402,50 @@ def barrier(strategy):
     strategy.reduce("SUM", strategy.run(lambda: tf.constant(1.0)), axis=None)
 
 
+def _check_distribution(distribution):
+    if distribution not in DISTRIBUTIONS:
+        raise ValueError(f"--distribution must be one of {DISTRIBUTIONS}. Received: distribution={distribution!r}")
+
+
+def check_strategy_flags(use_tpu=False, tpu_name=None, distribution="auto", mesh=None, strategy="auto",
+                         multihost=False):
+    """Checks the flags of `get_strategy` for the backend in use, without touching a device.
+
+    The trainer runs it with the other flag checks, so that a refused run writes
+    nothing; `get_strategy` runs it too. Arguments as in `get_strategy`.
+
+    Raises:
+        ValueError: one line naming the flag, the value received and what is accepted.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"--strategy must be one of {STRATEGIES}. Received: strategy={strategy!r}")
+    # Checked on both backends: TensorFlow ignores it, so a typo would pass unnoticed there.
+    _check_distribution(distribution)
+    if keras.backend.backend() == "jax":
+        if strategy != "auto":
+            raise ValueError(
+                "--strategy picks a tf.distribute strategy, for the TensorFlow backend. On JAX use "
+                "--distribution=data|fsdp (keras.distribution; on a pod slice the same command on every host). "
+                f"Received: strategy={strategy!r}"
+            )
+        if multihost:
+            check_multihost_environment()
+        return
+    if multihost:
+        raise ValueError("--multihost joins the hosts of a JAX job (KERAS_BACKEND=jax); on TensorFlow run "
+                         "several machines with --strategy=multi_worker and TF_CONFIG. Received: multihost=True")
+    if strategy != "auto" and (use_tpu or tpu_name):
+        raise ValueError(f"--strategy={strategy} cannot be combined with --tpu or --tpu_name (TPUStrategy). "
+                         f"Received: strategy={strategy!r}")
+    if distribution == "fsdp" or mesh:
+        raise ValueError(
+            "--distribution=fsdp and --mesh shard the model through keras.distribution, which needs the JAX "
+            f"backend (KERAS_BACKEND=jax). Received: distribution={distribution!r}, mesh={mesh!r}"
+        )
+    if strategy == "multi_worker":
+        _cluster_from_tf_config()
+
+
 def get_strategy(use_tpu=False, tpu_name=None, distribution="auto", mesh=None, strategy="auto", multihost=False):
     """Where to train, for the backend in use.
 
@@ -368,28 +462,13 @@ def get_strategy(use_tpu=False, tpu_name=None, distribution="auto", mesh=None, s
         mesh: str or None. `"batch:N,model:M"` (JAX only).
         strategy: `"auto"`, `"mirrored"` or `"multi_worker"` (TensorFlow only).
         multihost: bool. Join a multi-host JAX job first (`join_hosts`; JAX only).
+
+    Raises:
+        ValueError: for flags `check_strategy_flags` refuses.
     """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"--strategy must be one of {STRATEGIES}. Received: strategy={strategy!r}")
+    check_strategy_flags(use_tpu, tpu_name, distribution, mesh, strategy, multihost)
     if keras.backend.backend() == "jax":
-        if strategy != "auto":
-            raise ValueError(
-                "--strategy picks a tf.distribute strategy, for the TensorFlow backend. On JAX use "
-                "--distribution=data|fsdp (keras.distribution; on a pod slice the same command on every host). "
-                f"Received: strategy={strategy!r}"
-            )
         return jax_distribution(use_tpu, tpu_name, distribution, mesh, multihost)
-    if multihost:
-        raise ValueError("--multihost joins the hosts of a JAX job (KERAS_BACKEND=jax); on TensorFlow run "
-                         "several machines with --strategy=multi_worker and TF_CONFIG. Received: multihost=True")
-    if strategy != "auto" and (use_tpu or tpu_name):
-        raise ValueError(f"--strategy={strategy} cannot be combined with --tpu or --tpu_name (TPUStrategy). "
-                         f"Received: strategy={strategy!r}")
-    if distribution == "fsdp" or mesh:
-        raise ValueError(
-            "--distribution=fsdp and --mesh shard the model through keras.distribution, which needs the JAX "
-            f"backend (KERAS_BACKEND=jax). Received: distribution={distribution!r}, mesh={mesh!r}"
-        )
     import tensorflow as tf
 
     if strategy == "multi_worker":

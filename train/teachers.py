@@ -2,13 +2,14 @@
 
 A teacher is a `.keras` file, a SavedModel directory (wrapped as a
 `SavedModelTeacher`) or a keras_vit variant name with an optional checkpoint;
-`check_teacher_spec` checks the flags without loading anything (for the config
+`check_teacher_spec` checks the flags without loading a model (for the config
 checks) and `load_teacher` loads one that fits the student's classes and images.
 The distillation itself (losses, `Distiller`) is in `train.distillation`.
 """
 
 import difflib
 import os
+import zipfile
 
 import keras
 from keras import ops
@@ -25,8 +26,23 @@ def _is_saved_model(path):
     return files.isdir(path) and files.exists(os.path.join(path, "saved_model.pb"))
 
 
+def _keras_archive_problem(path):
+    """Why the file at `path` is not a `.keras` archive (a zip holding `config.json`), or None if it is one."""
+    try:
+        with files.open_file(path, "rb") as f, zipfile.ZipFile(f) as archive:
+            names = archive.namelist()
+    except zipfile.BadZipFile:
+        return "not a zip archive, as model.save writes a .keras file"
+    except OSError as error:
+        return error.strerror or str(error)
+    return None if "config.json" in names else "a zip archive without the model's config.json"
+
+
 def check_teacher_spec(spec, weights=None):
-    """Checks `--teacher`/`--teacher_weights` without loading anything (for the config checks).
+    """Checks `--teacher`/`--teacher_weights` without loading a model (for the config checks).
+
+    A `.keras` file must exist and be a zip archive holding a model's
+    `config.json`; only its directory is read.
 
     Args:
         spec: str. A `.keras` file, a SavedModel directory or a keras_vit
@@ -43,6 +59,10 @@ def check_teacher_spec(spec, weights=None):
     elif spec.endswith(".keras"):
         if not files.isfile(spec):
             _fail_teacher("names a .keras file that does not exist.", spec)
+        # Keras reports a damaged file as "File not found".
+        problem = _keras_archive_problem(spec)
+        if problem:
+            _fail_teacher(f"names a file that exists but is not a readable .keras file ({problem}).", spec)
         kind = "keras"
     elif files.isdir(spec):
         if not _is_saved_model(spec):

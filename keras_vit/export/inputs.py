@@ -18,6 +18,33 @@ def check_single_input(model, exporter):
         )
 
 
+def check_image_batch(images, input_shape):
+    """Raises a ValueError unless `images` is a non-empty batch that the file's input takes.
+
+    The interpreters reshape a batch with the right number of pixels silently
+    (14x56 images into a 28x28 model) and fail on others deep inside, so the
+    shape is checked here. The number of images is free: a file with a fixed
+    batch size runs them in chunks of it.
+
+    Args:
+        images: numpy array.
+        input_shape: tuple `(batch, height, width, channels)`, the file's
+            input; `None` where a size is free.
+    """
+    expected = tuple(input_shape[1:])
+    fits = (
+        images.ndim == 4
+        and len(images) > 0
+        and all(size is None or size == got for size, got in zip(expected, images.shape[1:]))
+    )
+    if not fits:
+        sizes = ", ".join("None" if size is None else str(size) for size in expected)
+        raise ValueError(
+            "`images` must be a non-empty batch `(batch, height, width, channels)` of the file's "
+            f"input shape (batch, {sizes}). Received: images of shape {images.shape}"
+        )
+
+
 def predict_in_chunks(run, images, chunk):
     """`run` on `images` in batches of `chunk`, the last one padded with its last image; outputs cut back.
 

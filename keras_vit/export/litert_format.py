@@ -33,7 +33,12 @@ import keras
 import numpy as np
 
 from keras_vit.export.dequantize import dequantized_copy, keras_quantization_mode
-from keras_vit.export.inputs import check_positive_or_none, check_single_input, predict_in_chunks
+from keras_vit.export.inputs import (
+    check_image_batch,
+    check_positive_or_none,
+    check_single_input,
+    predict_in_chunks,
+)
 from keras_vit.export.saved_model_format import inference_saved_model
 from keras_vit.files import write_atomically
 
@@ -224,14 +229,20 @@ def litert_predict(interpreter, images):
 
     Args:
         interpreter: From `litert_interpreter`.
-        images: Array `(batch, height, width, channels)`.
+        images: Array `(batch, height, width, channels)`, of the file's
+            height, width and channels.
 
     Returns:
         numpy array, the model's output for every image.
+
+    Raises:
+        ValueError: if `images` is not a non-empty batch of the file's image shape.
     """
     images = np.asarray(images)
     (input_detail,) = interpreter.get_input_details()
     (output_detail,) = interpreter.get_output_details()
+    # -1 marks a free size in the file's signature.
+    check_image_batch(images, [None if size == -1 else int(size) for size in input_detail["shape_signature"]])
     images = images.astype(input_detail["dtype"])
     fixed = int(input_detail["shape_signature"][0])
     chunk = len(images) if fixed == -1 else fixed

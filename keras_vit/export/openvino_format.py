@@ -14,7 +14,12 @@ import keras
 import numpy as np
 
 from keras_vit.export.dequantize import dequantized_copy, keras_quantization_mode
-from keras_vit.export.inputs import check_positive_or_none, check_single_input, predict_in_chunks
+from keras_vit.export.inputs import (
+    check_image_batch,
+    check_positive_or_none,
+    check_single_input,
+    predict_in_chunks,
+)
 from keras_vit.export.saved_model_format import inference_saved_model
 from keras_vit.files import replace_file
 
@@ -158,18 +163,19 @@ def openvino_predict(compiled, images):
 
     Args:
         compiled: From `openvino_compiled`.
-        images: Array `(batch, height, width, channels)`.
+        images: Array `(batch, height, width, channels)`, of the model's
+            height, width and channels.
 
     Returns:
         numpy array, the model's output for every image (float32).
+
+    Raises:
+        ValueError: if `images` is not a non-empty batch of the model's image shape.
     """
     images = np.asarray(images, dtype="float32")
-    if images.ndim != 4 or not len(images):
-        raise ValueError(
-            "`images` must be a non-empty batch `(batch, height, width, channels)`. "
-            f"Received: images of shape {images.shape}"
-        )
-    batch = compiled.input(0).get_partial_shape()[0]
+    shape = compiled.input(0).get_partial_shape()
+    check_image_batch(images, [None if size.is_dynamic else size.get_length() for size in shape])
+    batch = shape[0]
     chunk = len(images) if batch.is_dynamic else batch.get_length()
     return predict_in_chunks(
         lambda part: np.asarray(compiled(part)[compiled.output(0)], dtype="float32"), images, chunk

@@ -105,8 +105,16 @@ def _check_swin_args(
     image_size, patch_size, num_channels, window_size, mlp_ratio, qkv_bias,
     absolute_position_embedding, rates, pooling, include_top, preprocessing, remat,
 ):
+    received = f"image_size={image_size!r}, patch_size={patch_size!r}"
     image_size = to_pair(image_size, "image_size")
     patch_size = to_pair(patch_size, "patch_size")
+    # Smaller images are padded up to a patch, but the embedding's convolution is
+    # built for the unpadded size and refuses a kernel larger than the image.
+    if any(side < patch for side, patch in zip(image_size, patch_size)):
+        raise ValueError(
+            "`image_size` must be at least `patch_size` on each side (one patch). "
+            f"Received: {received}"
+        )
     window_size = to_pair(window_size, "window_size")
     check_positive_int(num_channels, "num_channels")
     if isinstance(mlp_ratio, bool) or not isinstance(mlp_ratio, (int, float)) or mlp_ratio <= 0:
@@ -157,8 +165,8 @@ def SwinTransformer(
     block of a stage shifts its windows by `window_size // 2` (Sec. 3.2), and a
     patch merging halves the resolution and doubles the width before every
     stage but the first. A final LayerNorm, global average pooling and a linear
-    head follow (Sec. 3.3). Any image size works: the patch embedding, the
-    blocks and the merging pad at the bottom/right as needed.
+    head follow (Sec. 3.3). Any image size of at least one patch works: the
+    patch embedding, the blocks and the merging pad at the bottom/right as needed.
 
     Args:
         image_size: int or tuple `(height, width)`. Input size; non-square

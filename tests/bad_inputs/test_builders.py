@@ -117,6 +117,22 @@ def test_convit_argument(overrides, message):
         build("convit", **overrides)
 
 
+# ---- Swin's own -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "builder,overrides,message",
+    [
+        (keras_vit.Swin_T, {"image_size": 3}, r"`image_size` must be at least `patch_size` on each side \(one patch\)\. Received: image_size=3, patch_size=4$"),
+        (keras_vit.SwinTransformer, {"image_size": (16, 1), "patch_size": 2, "embed_dim": 8, "depths": (2,), "num_heads": (2,)}, r"Received: image_size=\(16, 1\), patch_size=2$"),
+    ],
+)
+def test_swin_image_smaller_than_a_patch(builder, overrides, message):
+    # Was Keras' convolution error, naming neither argument.
+    with pytest.raises(ValueError, match=message):
+        builder(**overrides)
+
+
 # ---- layers used on their own -------------------------------------------------
 
 

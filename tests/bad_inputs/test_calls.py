@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import keras_vit.export
 from keras_vit.imagenet import decode_predictions
 from keras_vit.images import load_image
 from keras_vit.layers import ImageShapeCheck
@@ -97,6 +98,39 @@ def test_image_shape_check_names_what_differs(shape, message):
         layer(batch(shape))
     with pytest.raises(ValueError, match=message):
         layer.compute_output_shape(shape)
+
+
+# ---- images of the wrong shape into an exported file -----------------------------
+
+# 14x56 has the pixels of 28x28 and was reshaped silently; the others failed inside
+# the interpreter, naming neither `images` nor the shape it takes.
+WRONG_FILE_INPUTS = [(2, 14, 56, 1), (2, 32, 32, 1), (2, 28, 28, 3), (28, 28, 1), (0, 28, 28, 1)]
+FILE_INPUT = r"`images` must be a non-empty batch `\(batch, height, width, channels\)` of the file's input shape \(batch, 28, 28, 1\)"
+
+
+@pytest.fixture(scope="module")
+def litert_file(tmp_path_factory):
+    model = keras.Sequential([keras.Input((28, 28, 1)), keras.layers.Flatten(), keras.layers.Dense(2)])
+    return keras_vit.export.litert(model, str(tmp_path_factory.mktemp("litert") / "tiny.tflite"))
+
+
+@pytest.mark.parametrize("shape", WRONG_FILE_INPUTS, ids=str)
+def test_litert_predict_refuses_images_of_another_shape(litert_file, shape):
+    interpreter = keras_vit.export.litert_interpreter(litert_file)
+    with pytest.raises(ValueError, match=rf"{FILE_INPUT}\. Received: images of shape {re.escape(str(shape))}$"):
+        keras_vit.export.litert_predict(interpreter, batch(shape))
+    assert keras_vit.export.litert_predict(interpreter, batch((3, 28, 28, 1))).shape == (3, 2)
+
+
+@pytest.mark.parametrize("shape", WRONG_FILE_INPUTS, ids=str)
+def test_openvino_predict_refuses_images_of_another_shape(shape):
+    ov = pytest.importorskip("openvino")
+    # Built in OpenVINO directly: its export needs Keras on TensorFlow, the check does not.
+    images = ov.opset13.parameter([-1, 28, 28, 1], np.float32)
+    compiled = ov.compile_model(ov.Model([ov.opset13.relu(images)], [images]), "CPU")
+    with pytest.raises(ValueError, match=rf"{FILE_INPUT}\. Received: images of shape {re.escape(str(shape))}$"):
+        keras_vit.export.openvino_predict(compiled, batch(shape))
+    assert keras_vit.export.openvino_predict(compiled, batch((3, 28, 28, 1))).shape == (3, 28, 28, 1)
 
 
 # ---- load_image ---------------------------------------------------------------

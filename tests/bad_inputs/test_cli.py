@@ -5,13 +5,16 @@ does); a few run the script itself to show the exit status and the absence of
 a traceback end to end.
 """
 
+import os
 import re
 
+import keras
 import pytest
 from absl import flags
 
 from tests.train.helpers import make_idx_dataset, run_main, tiny_flags
 from train import main as cli
+from train import strategy as strategy_lib
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +73,8 @@ BAD_FLAGS = [
     ("--dataset=folder:/no/such/folder", r"--dataset names an image folder that does not exist: '/no/such/folder'"),
     ("--data_dir=/no/such/data", r"--data_dir does not exist or is not a directory\. Received: data_dir='/no/such/data'"),
     ("--pretrained=/no/such/file.npz", r"--pretrained must be a checkpoint file or a known checkpoint name .*Received: pretrained='/no/such/file\.npz'"),
+    # Was checked on JAX only: TensorFlow trained with it and exited 0.
+    ("--distribution=bogus", r"--distribution must be one of \('auto', 'data', 'fsdp'\)\. Received: distribution='bogus'"),
     ("--learning_rate=fast", r"flag --learning_rate=fast: (could not convert string to float|.*float)"),
     ("--lerning_rate=0.1", r"Unknown command line flag 'lerning_rate'"),
 ]
@@ -123,8 +128,6 @@ TF_CONFIG_CASES = [
 @pytest.mark.parametrize("tf_config, message", TF_CONFIG_CASES, ids=["unset", "no-list", "not-json", "index"])
 def test_multi_worker_without_a_usable_tf_config_is_one_line(tf_config, message, tmp_path, idx_dir, capsys,
                                                               monkeypatch):
-    import keras
-
     if tf_config is None:
         monkeypatch.delenv("TF_CONFIG", raising=False)
     else:
@@ -143,4 +146,42 @@ def test_unknown_strategy_is_one_line(tmp_path, idx_dir, capsys):
                                      f"--data_dir={idx_dir}", "--strategy=ring"], capsys)
     assert status == 2
     assert "error: --strategy must be one of ('auto', 'mirrored', 'multi_worker'). Received: strategy='ring'" in stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_corrupt_teacher_file_is_not_reported_as_missing(tmp_path, idx_dir, capsys):
+    teacher = tmp_path / "teacher.keras"
+    teacher.write_bytes(os.urandom(512))
+    status, stderr = run_in_process([f"--workdir={tmp_path / 'run'}", "--dataset=fashion_mnist",
+                                     f"--data_dir={idx_dir}", f"--teacher={teacher}", "--distillation=hard"], capsys)
+    assert status == 2 and "Traceback" not in stderr
+    assert (f"error: --teacher names a file that exists but is not a readable .keras file (not a zip archive, as "
+            f"model.save writes a .keras file). Received: teacher='{teacher}'") in stderr
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("hosts, message", [
+    ({}, (r"--multihost joins the hosts of a JAX job, and finds none here: .* set on every host "
+          r"KERAS_DISTRIBUTION_JOB_ADDRESSES .*KERAS_DISTRIBUTION_NUM_PROCESSES .*KERAS_DISTRIBUTION_PROCESS_ID .*"
+          r"Received: multihost=True with KERAS_DISTRIBUTION_JOB_ADDRESSES, KERAS_DISTRIBUTION_NUM_PROCESSES, "
+          r"KERAS_DISTRIBUTION_PROCESS_ID unset")),
+    ({"KERAS_DISTRIBUTION_JOB_ADDRESSES": "127.0.0.1:1234", "KERAS_DISTRIBUTION_NUM_PROCESSES": "2",
+      "KERAS_DISTRIBUTION_PROCESS_ID": "2"},
+     (r"--multihost reads KERAS_DISTRIBUTION_NUM_PROCESSES .*Received: KERAS_DISTRIBUTION_NUM_PROCESSES='2', "
+      r"KERAS_DISTRIBUTION_PROCESS_ID='2'")),
+], ids=["unset", "index-out-of-range"])
+def test_multihost_without_its_hosts_is_one_line(hosts, message, tmp_path, idx_dir, capsys, monkeypatch):
+    # Was JAX's "coordinator_address should be defined", naming neither the flag nor the variables.
+    for name in (*strategy_lib.HOST_VARIABLES, "JAX_COORDINATOR_ADDRESS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in hosts.items():
+        monkeypatch.setenv(name, value)
+    # As on a machine outside a TPU pod slice or a SLURM, Open MPI or Kubernetes job.
+    monkeypatch.setattr(strategy_lib, "_jax_detects_a_cluster", lambda: False)
+    status, stderr = run_in_process([f"--workdir={tmp_path / 'run'}", "--dataset=fashion_mnist",
+                                     f"--data_dir={idx_dir}", "--multihost"], capsys)
+    assert status == 2 and "Traceback" not in stderr
+    if keras.backend.backend() != "jax":
+        message = r"--multihost joins the hosts of a JAX job \(KERAS_BACKEND=jax\); on TensorFlow"
+    assert re.search(message, stderr), stderr[-2000:]
     assert not (tmp_path / "run").exists()

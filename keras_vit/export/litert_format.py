@@ -242,11 +242,11 @@ def litert_predict(interpreter, images):
     (input_detail,) = interpreter.get_input_details()
     (output_detail,) = interpreter.get_output_details()
     # -1 marks a free size in the file's signature.
-    check_image_batch(images, [None if size == -1 else int(size) for size in input_detail["shape_signature"]])
+    signature = [None if size == -1 else int(size) for size in input_detail["shape_signature"]]
+    check_image_batch(images, signature)
     images = images.astype(input_detail["dtype"])
-    fixed = int(input_detail["shape_signature"][0])
-    chunk = len(images) if fixed == -1 else fixed
-    if fixed == -1 and tuple(input_detail["shape"]) != images.shape:
+    chunk = signature[0] or len(images)
+    if signature[0] is None and tuple(input_detail["shape"]) != images.shape:
         interpreter.resize_tensor_input(input_detail["index"], images.shape)
     interpreter.allocate_tensors()
 

@@ -173,10 +173,9 @@ def openvino_predict(compiled, images):
         ValueError: if `images` is not a non-empty batch of the model's image shape.
     """
     images = np.asarray(images, dtype="float32")
-    shape = compiled.input(0).get_partial_shape()
-    check_image_batch(images, [None if size.is_dynamic else size.get_length() for size in shape])
-    batch = shape[0]
-    chunk = len(images) if batch.is_dynamic else batch.get_length()
+    shape = [None if size.is_dynamic else size.get_length() for size in compiled.input(0).get_partial_shape()]
+    check_image_batch(images, shape)
+    chunk = shape[0] or len(images)
     return predict_in_chunks(
         lambda part: np.asarray(compiled(part)[compiled.output(0)], dtype="float32"), images, chunk
     )

@@ -1,6 +1,6 @@
 """keras_vit: Vision Transformers (ViT, hybrid ResNet+ViT, DeiT, ConViT, Swin) for Keras 3."""
 
-from keras_vit import analysis, evaluation, export, few_shot, inspection, layers, schedules, utils, weights
+from keras_vit import analysis, evaluation, export, few_shot, inspection, layers, preprocessing, schedules, utils, weights
 from keras_vit.distribution import layout_map
 from keras_vit.feature_extraction import features, simple_feature_pyramid
 from keras_vit.models import (

@@ -103,6 +103,7 @@ RANKS = {
     "keras_vit.few_shot": 1,
     "keras_vit.evaluation": 1,
     "keras_vit.version": 1,
+    "keras_vit.preprocessing": 1,
     "keras_vit.inspection": 2,
     "keras_vit.weights": 3,
     "keras_vit.models": 4,

@@ -144,6 +144,18 @@ def check_distillation(config):
         check_teacher_spec(config.teacher, config.teacher_weights)
 
 
+def check_randaugment(config):
+    """`--randaugment`: a timm policy string, or an integer magnitude of DeiT's policy."""
+    if config.randaugment is None:
+        return
+    try:
+        pipeline.rand_augment_policy(config.randaugment)
+    except (TypeError, ValueError) as error:
+        _fail("randaugment", config.randaugment,
+              f"a timm RandAugment policy such as 'rand-m9-mstd0.5-inc1', or an integer magnitude from "
+              f"{RANDAUGMENT_MAGNITUDES[0]} (off) to {RANDAUGMENT_MAGNITUDES[1]} for that policy ({error})")
+
+
 def check_config(config):
     """Checks every setting of a run; raises a one-line `ValueError` naming the flag.
 
@@ -162,6 +174,7 @@ def check_config(config):
     for field in ("warmup_steps", "checkpoint_every_steps", "seed"):
         check_non_negative_int(config, field)
     check_number(config, "learning_rate", 0, None, low_open=True)
+    check_number(config, "adam_epsilon", 0, None, low_open=True)
     check_number(config, "end_learning_rate", 0, None)
     check_number(config, "weight_decay", 0, None)
     check_number(config, "clip_norm", 0, None, low_open=True, optional=True)
@@ -173,11 +186,14 @@ def check_config(config):
     check_distillation(config)
     check_positive_int(config, "analysis_images")
     parse_analyses(config.log_analysis)
-    if config.randaugment is not None:
-        low, high = RANDAUGMENT_MAGNITUDES
-        if not _is_int(config.randaugment) or not low <= config.randaugment <= high:
-            _fail("randaugment", config.randaugment,
-                  f"a RandAugment magnitude, an integer from {low} (off) to {high} (DeiT uses 9)")
+    check_randaugment(config)
+    check_number(config, "random_erasing", 0, 1)
+    check_positive_int(config, "repeated_augmentation")
+    check_positive_int(config, "mixing_group", optional=True)
+    if config.mixing_group and config.batch_size % config.mixing_group:
+        raise ValueError(f"--mixing_group must divide --batch_size (each group is mixed on its own). "
+                         f"Received: mixing_group={config.mixing_group}, batch_size={config.batch_size}")
+    check_number(config, "eval_crop", 0, 1, low_open=True, optional=True)
     if config.remat and config.dropout_rate:
         # Stochastic depth is fine: the blocks draw its masks outside the recomputation.
         raise ValueError(

@@ -27,7 +27,8 @@ def make_optimizer(config, total_steps):
     )
     if config.optimizer == "adamw":
         optimizer = keras.optimizers.AdamW(
-            weight_decay=config.weight_decay, beta_1=config.adam_beta1, beta_2=config.adam_beta2, **common
+            weight_decay=config.weight_decay, beta_1=config.adam_beta1, beta_2=config.adam_beta2,
+            epsilon=config.adam_epsilon, **common
         )
     else:
         optimizer = keras.optimizers.SGD(

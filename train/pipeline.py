@@ -1,12 +1,14 @@
 """Batches for training and evaluation: order, augmentation, mixing, and sharding per input pipeline.
 
 Every training example's place is a pure function of `(seed, epoch, position)`:
-epoch `e` visits the examples in a stateless permutation of `(seed, e)`, global
-batch `b` holds positions `[b B, (b + 1) B)` of it, and crops, flips, MixUp and
-CutMix draw from stateless seeds of `(seed, e, position)`. Hence
+epoch `e` visits the examples in a stateless permutation of `(seed, e)` (with
+repeated augmentation, DeiT's: each of them `r` times in a row), global batch `b`
+holds positions `[b B, (b + 1) B)` of it, and the training transform (crop, flip,
+RandAugment, random erasing: `keras_vit.preprocessing`), MixUp and CutMix draw
+from stateless seeds of `(seed, e, position)`. Hence
 
 - a resumed run continues with exactly the batches the interrupted one would
-  have seen (RandAugment excepted: keras-cv's layer keeps its own random state);
+  have seen, every augmentation included;
 - with several input pipelines (`tf.distribute`'s `InputContext`: one per worker
   or TPU host) pipeline `p` reads only its slice of every global batch, and the
   global batches are those of a single-process run, so a multi-worker run trains
@@ -21,38 +23,58 @@ import functools
 
 import tensorflow as tf
 
-from train.mixing import mix_batch
+from keras_vit.preprocessing.checkpoints import CHECKPOINT_PREPROCESSING, EvalConfig
+from keras_vit.preprocessing.evaluation import eval_transform
+from keras_vit.preprocessing.mixing import mix_batch
+from keras_vit.preprocessing.randaugment import rand_augment
+from keras_vit.preprocessing.sampling import repeated_augmentation_order
+from keras_vit.preprocessing.training import train_transform
 
-AUGMENTATIONS = ("inception_crop", "flip", "none")
+# The crop of each training image: ViT's inception crop, DeiT's (timm's) random resized
+# crop, or a plain resize; all but "none" flip half of the images horizontally.
+AUGMENTATIONS = ("inception_crop", "random_resized_crop", "flip", "none")
+_CROPS = {"inception_crop": "inception_crop", "random_resized_crop": "random_resized_crop", "flip": "resize",
+          "none": "resize"}
 # The shuffle buffer of sources read as a stream (TFDS).
 SHUFFLE_BUFFER = 50_000
+# `--randaugment=N` is DeiT's policy at magnitude N.
+DEIT_POLICY = "rand-m{}-mstd0.5-inc1"
 
 
-def inception_crop(image, size, seed, area=(0.05, 1.0)):
-    """Random crop of 5-100% of the area and 3/4-4/3 aspect, resized (Szegedy et al. 2015)."""
-    begin, crop_size, _ = tf.image.stateless_sample_distorted_bounding_box(
-        tf.shape(image), tf.zeros((0, 0, 4)), seed=seed, area_range=area,
-        aspect_ratio_range=(3 / 4, 4 / 3), use_image_if_no_bounding_boxes=True,
-    )
-    channels = image.shape[-1]
-    image = tf.slice(image, begin, crop_size)
-    image.set_shape((None, None, channels))  # the slice loses the static channel count
-    return tf.image.resize(image, size)
+def rand_augment_policy(value):
+    """The timm policy string of `--randaugment`; None when off (None, 0, or "0")."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"expected a policy string or an integer, not {type(value).__name__}")
+    text = str(value).strip()
+    if text.lstrip("-").isdigit():
+        if int(text) == 0:
+            return None
+        text = DEIT_POLICY.format(int(text))
+    rand_augment(text)  # parses the policy; raises ValueError naming what is wrong
+    return text
+
+
+def training_transform(image_size, augmentation="inception_crop", randaugment=None, random_erasing=0.0):
+    """`f(image, seed)`: one training image as the model takes it (float32 in [0, 255]).
+
+    Args:
+        image_size: tuple `(height, width)`.
+        augmentation: one of `AUGMENTATIONS`.
+        randaugment: timm RandAugment policy, integer magnitude of DeiT's, or None.
+        random_erasing: float. Probability of erasing a random box (timm's "pixel" mode).
+    """
+    if augmentation not in AUGMENTATIONS:
+        raise ValueError(f"`augmentation` must be one of {AUGMENTATIONS}. Received: augmentation={augmentation!r}")
+    return train_transform(
+        image_size, crop=_CROPS[augmentation], flip=augmentation != "none",
+        rand_augment=rand_augment_policy(randaugment), random_erasing=random_erasing)
 
 
 def resize(image, size):
+    """A plain (bilinear, float) resize: the evaluation of datasets with no transform of their own."""
     return tf.image.resize(tf.cast(image, tf.float32), size)
-
-
-def augment(image, size, mode, seed):
-    """Training augmentation of one image; returns float32 in [0, 255]."""
-    if mode == "inception_crop":
-        image = inception_crop(image, size, seed)
-    else:
-        image = resize(image, size)
-    if mode != "none":
-        image = tf.image.stateless_random_flip_left_right(image, seed=seed + [0, 1])
-    return tf.clip_by_value(image, 0.0, 255.0)
 
 
 def _pipeline_layout(batch_size, input_context):
@@ -69,7 +91,8 @@ def _pipeline_layout(batch_size, input_context):
 
 def make_train_dataset(source, image_size, batch_size, seed, augmentation="inception_crop",
                        start_epoch=0, skip_batches=0, end_epoch=None, randaugment=None,
-                       mixup=0.0, cutmix=0.0, input_context=None):
+                       mixup=0.0, cutmix=0.0, input_context=None, random_erasing=0.0, repeated_augmentation=1,
+                       mixing_group=None):
     """Stream of training batches `(images, one_hot_labels)`, epoch after epoch.
 
     Args:
@@ -82,19 +105,25 @@ def make_train_dataset(source, image_size, batch_size, seed, augmentation="incep
         start_epoch: int. First epoch of the stream (resuming).
         skip_batches: int. Global batches of `start_epoch` already trained on.
         end_epoch: int. Epoch after the last one. Defaults to `start_epoch + 1`.
-        randaugment: int or None. RandAugment magnitude (0-10, keras-cv).
+        randaugment: str, int or None. timm's RandAugment policy (e.g.
+            `"rand-m9-mstd0.5-inc1"`), or a magnitude of that policy; None or 0 disables.
         mixup: float. MixUp alpha; 0 disables.
         cutmix: float. CutMix alpha; 0 disables.
         input_context: `tf.distribute.InputContext` or None. With one, the
             stream is this input pipeline's: per-replica batches of its slice of
             every global batch (for `distribute_datasets_from_function`).
+        random_erasing: float. Probability of random erasing per image (DeiT: 0.25).
+        repeated_augmentation: int. Copies of each image per epoch, in a row (DeiT's
+            sampler: 3); an epoch keeps its length, so it holds fewer distinct images.
+        mixing_group: int or None. MixUp/CutMix draw one lambda per group of this
+            many consecutive images of a batch (timm mixes each GPU's batch on its
+            own); None mixes each batch as one group.
 
     Returns:
         A `tf.data.Dataset` of batches of the global size (no `input_context`)
         or of the per-replica size.
     """
-    if augmentation not in AUGMENTATIONS:
-        raise ValueError(f"`augmentation` must be one of {AUGMENTATIONS}. Received: augmentation={augmentation!r}")
+    transform = training_transform(image_size, augmentation, randaugment, random_erasing)
     if source.size < batch_size:
         raise ValueError(
             f"The training split has {source.size} examples, fewer than one batch "
@@ -104,7 +133,6 @@ def make_train_dataset(source, image_size, batch_size, seed, augmentation="incep
     steps_per_epoch = source.size // batch_size
     replica_batches_per_step = width // per_replica
     num_classes = source.num_classes
-    randaugment_fn = _randaugment(randaugment, seed)
 
     def finish(data, epoch_key):
         """Per-replica batches, each with its mixing seed: one per (global batch, slice).
@@ -120,29 +148,40 @@ def make_train_dataset(source, image_size, batch_size, seed, augmentation="incep
 
         return data.enumerate().map(with_seed)
 
+    group = per_replica if not mixing_group or mixing_group >= per_replica else mixing_group
+    if per_replica % group:
+        raise ValueError(f"`mixing_group` must divide the per-replica batch ({per_replica}). "
+                         f"Received: mixing_group={mixing_group}")
+
+    def mix(images, labels, mix_seed):
+        if group == per_replica:
+            return mix_batch(images, labels, mix_seed, mixup_alpha=mixup, cutmix_alpha=cutmix)
+        parts = [mix_batch(images[i * group:(i + 1) * group], labels[i * group:(i + 1) * group],
+                           tf.random.experimental.stateless_fold_in(mix_seed, i), mixup_alpha=mixup,
+                           cutmix_alpha=cutmix)
+                 for i in range(per_replica // group)]
+        return tf.concat([p[0] for p in parts], 0), tf.concat([p[1] for p in parts], 0)
+
     def batch_augmentations(stream):
-        # Applied to the whole stream: keras-cv's RandAugment cannot be traced
-        # inside the per-epoch function of `flat_map`.
-        if randaugment_fn is not None:
-            stream = stream.map(lambda images, labels, mix_seed: (randaugment_fn(images), labels, mix_seed),
-                                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         if mixup or cutmix:
-            return stream.map(
-                lambda images, labels, mix_seed: mix_batch(images, labels, mix_seed, mixup_alpha=mixup,
-                                                           cutmix_alpha=cutmix),
-                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+            return stream.map(mix, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         return stream.map(lambda images, labels, mix_seed: (images, labels))
 
     def prepare(image, label, position, epoch_key):
         element_seed = tf.stack([epoch_key, tf.cast(position, tf.int32)])
-        return augment(image, image_size, augmentation, element_seed), tf.one_hot(label, num_classes)
+        return transform(image, element_seed), tf.one_hot(label, num_classes)
 
     end_epoch = max(end_epoch or 0, start_epoch + 1)
     if source.read is not None:
         def one_epoch(epoch):
             epoch_key = tf.cast((seed + epoch) * 7919, tf.int32)
-            order = tf.random.experimental.stateless_shuffle(
-                tf.range(source.size, dtype=tf.int64), seed=tf.stack([tf.cast(seed, tf.int64), epoch]))
+            if repeated_augmentation > 1:
+                # The epoch keeps its length (whole global batches), as DeiT's does (whole 256s).
+                order = repeated_augmentation_order(source.size, epoch, seed, repeated_augmentation,
+                                                    multiple=batch_size)
+            else:
+                order = tf.random.experimental.stateless_shuffle(
+                    tf.range(source.size, dtype=tf.int64), seed=tf.stack([tf.cast(seed, tf.int64), epoch]))
             # (step, pipeline, slot) -> this pipeline's examples, and their positions in the epoch.
             positions = tf.reshape(tf.range(steps_per_epoch * batch_size, dtype=tf.int64),
                                    (steps_per_epoch, pipelines, width))[:, pipeline_id]
@@ -164,13 +203,13 @@ def make_train_dataset(source, image_size, batch_size, seed, augmentation="incep
         stream = tf.data.Dataset.range(start_epoch, end_epoch).flat_map(one_epoch)
     else:
         stream = _streamed_epochs(source, steps_per_epoch, replica_batches_per_step, start_epoch, end_epoch,
-                                  seed, prepare, finish, input_context)
+                                  seed, prepare, finish, input_context, repeated_augmentation)
     stream = stream.skip(skip_batches * replica_batches_per_step)
     return batch_augmentations(stream).prefetch(tf.data.AUTOTUNE)
 
 
 def _streamed_epochs(source, steps_per_epoch, replica_batches_per_step, start_epoch, end_epoch, seed, prepare,
-                     finish, input_context):
+                     finish, input_context, repeated_augmentation=1):
     """Epochs of a source read as a stream: one dataset per epoch, each with a Python-int shuffle seed.
 
     (A tensor seed in `shuffle` fails when the global seed is 0, so the epochs
@@ -182,6 +221,8 @@ def _streamed_epochs(source, steps_per_epoch, replica_batches_per_step, start_ep
     def one_epoch(epoch):
         epoch_key = tf.constant((seed + epoch) * 7919, tf.int32)
         data = dataset.shuffle(min(source.size, SHUFFLE_BUFFER), seed=seed + epoch, reshuffle_each_iteration=False)
+        if repeated_augmentation > 1:
+            data = data.flat_map(lambda *example: tf.data.Dataset.from_tensors(example).repeat(repeated_augmentation))
         data = data.repeat().enumerate().map(
             lambda position, example: prepare(*example, position, epoch_key),
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
@@ -190,36 +231,42 @@ def _streamed_epochs(source, steps_per_epoch, replica_batches_per_step, start_ep
     return functools.reduce(lambda a, b: a.concatenate(b), (one_epoch(e) for e in range(start_epoch, end_epoch)))
 
 
-def _randaugment(magnitude, seed):
-    """keras-cv's RandAugment as a function of a batch; grayscale batches go through it as RGB.
+def evaluation_transform(image_size, pretrained=None, eval_crop=None, channels=3):
+    """How evaluation images become the model's input; None for a plain resize.
 
-    Its colour operations need three channels; a gray image repeated over three
-    channels stays gray under every operation, so its first channel is the result.
+    Args:
+        image_size: tuple `(height, width)`, square.
+        pretrained: str or None. A known checkpoint's name brings its own transform
+            (`keras_vit.preprocessing.eval_transform(name)`) at `image_size`.
+        eval_crop: float or None. Resize the shorter side to `size / eval_crop`
+            (bicubic, antialiased) and crop the centre, as DeiT, ConViT and Swin
+            evaluate; it takes precedence over the checkpoint's transform.
+        channels: int. 1 for grayscale datasets: the transform's geometry, one channel.
     """
-    if not magnitude:
+    if eval_crop is None and pretrained not in CHECKPOINT_PREPROCESSING:
         return None
-    import keras_cv
-
-    layer = keras_cv.layers.RandAugment(
-        value_range=(0, 255), augmentations_per_image=2, magnitude=magnitude / 10, seed=seed)
-
-    def apply(images):
-        if images.shape[-1] == 1:
-            return layer(tf.repeat(images, 3, axis=-1), training=True)[..., :1]
-        return layer(images, training=True)
-
-    return apply
+    if eval_crop is not None:
+        transform = eval_transform(EvalConfig(image_size=image_size[0], interpolation="bicubic",
+                                              crop_fraction=eval_crop, crop_mode="center"))
+    else:
+        transform = eval_transform(pretrained, image_size=image_size[0])
+    if channels == 1:  # the transform makes RGB of a gray image by repeating its channel
+        return lambda image: transform(image)[..., :1]
+    return transform
 
 
-def make_eval_dataset(source, image_size, batch_size, drop_remainder=False):
+def make_eval_dataset(source, image_size, batch_size, drop_remainder=False, transform=None):
     """Evaluation batches `(images, one_hot_labels)`.
 
     The last partial batch is kept unless `drop_remainder` (TPUs need static shapes).
+    `transform` maps one image to the model's input (`eval_transform`'s callable);
+    None resizes it plainly to `image_size`.
     """
     num_classes = source.num_classes
+    transform = transform or (lambda image: resize(image, image_size))
 
     def prepare(image, label):
-        return resize(image, image_size), tf.one_hot(label, num_classes)
+        return transform(image), tf.one_hot(label, num_classes)
 
     data = source.dataset.map(prepare, num_parallel_calls=tf.data.AUTOTUNE)
     return data.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)

@@ -83,6 +83,8 @@ def _train_dataset(strategy, config, source, image_size, steps_per_epoch, total_
             start_epoch=start_epoch, skip_batches=skip,
             end_epoch=math.ceil(total_steps / steps_per_epoch) + 1, randaugment=config.randaugment,
             mixup=config.mixup, cutmix=config.cutmix, input_context=input_context,
+            random_erasing=config.random_erasing, repeated_augmentation=config.repeated_augmentation,
+            mixing_group=config.mixing_group,
         )
 
     if strategy is None or isinstance(strategy, JaxDistribution):
@@ -188,7 +190,10 @@ def train(config, workdir, strategy=None, verbose="auto"):
         # TPUs and a batch split over devices need every batch whole (static shapes).
         whole_batches = replicas > 1 or uses_tpu(strategy)
         eval_batch = config.eval_batch_size or config.batch_size
-        eval_ds = pipeline.make_eval_dataset(eval_source, image_size, eval_batch, drop_remainder=whole_batches)
+        eval_ds = pipeline.make_eval_dataset(
+            eval_source, image_size, eval_batch, drop_remainder=whole_batches,
+            transform=pipeline.evaluation_transform(image_size, config.pretrained, config.eval_crop,
+                                                    eval_source.channels))
         checkpointing = PreemptionCheckpoint(manager, config.checkpoint_every_steps, total_steps)
         throughput = Throughput(config.batch_size)
         callbacks = [checkpointing, throughput]

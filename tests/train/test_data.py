@@ -90,7 +90,8 @@ def test_batch_smaller_than_dataset_is_required(tmp_path):
 
 def test_randaugment_and_mixing_of_rgb_images_make_soft_labels():
     source = data.synthetic("train", size=16)
-    stream = pipeline.make_train_dataset(source, (16, 16), 8, 0, "flip", randaugment=9, mixup=0.8, cutmix=1.0)
+    stream = pipeline.make_train_dataset(source, (16, 16), 8, 0, "flip", randaugment="rand-m9-mstd0.5-inc1",
+                                         random_erasing=0.25, mixup=0.8, cutmix=1.0)
     x, y = next(iter(stream))
     assert x.shape == (8, 16, 16, 3)
     np.testing.assert_allclose(y.numpy().sum(-1), 1.0, atol=1e-5)
@@ -117,7 +118,7 @@ def np_mix(images, labels, use_cutmix, lam, box):
 def test_mix_batch_matches_numpy_and_its_parameters_follow_the_recipe(mixup, cutmix):
     import tensorflow as tf
 
-    from train.mixing import mix_batch, mix_parameters
+    from keras_vit.preprocessing.mixing import mix_batch, mix_parameters
 
     rng = np.random.default_rng(0)
     images = rng.uniform(0, 255, (6, 12, 10, 1)).astype("float32")
@@ -148,24 +149,50 @@ def test_mix_batch_matches_numpy_and_its_parameters_follow_the_recipe(mixup, cut
         assert abs(np.var(lams) - 1 / (4 * (2 * mixup + 1))) < 0.02
 
 
-def test_resume_is_exact_with_mixup_and_cutmix_and_keeps_order_with_randaugment(tmp_path):
+@pytest.mark.parametrize("repeats", [1, 3])
+def test_resume_is_exact_with_every_augmentation_of_the_deit_recipe(tmp_path, repeats):
+    """Crop, flip, RandAugment, erasing, MixUp/CutMix and repeated augmentation: all stateless."""
     source = data.fashion_mnist("train", data_dir=make_idx_dataset(tmp_path / "fm", train=40, test=8))
-    kwargs = dict(image_size=(12, 12), batch_size=8, seed=5, augmentation="inception_crop", end_epoch=2)
-    full = batches(pipeline.make_train_dataset(source, mixup=0.8, cutmix=1.0, **kwargs), 10)  # 5 batches an epoch
-    resumed = batches(pipeline.make_train_dataset(source, mixup=0.8, cutmix=1.0, start_epoch=1, skip_batches=2,
-                                              **kwargs), 3)
+    kwargs = dict(image_size=(12, 12), batch_size=8, seed=5, augmentation="random_resized_crop", end_epoch=2,
+                  randaugment="rand-m9-mstd0.5-inc1", random_erasing=0.25, mixup=0.8, cutmix=1.0,
+                  repeated_augmentation=repeats)
+    full = batches(pipeline.make_train_dataset(source, **kwargs), 10)  # 5 batches an epoch
+    resumed = batches(pipeline.make_train_dataset(source, start_epoch=1, skip_batches=2, **kwargs), 3)
     assert any(not np.isin(y, (0.0, 1.0)).all() for _, y in full)  # labels were mixed
     for (a, b), (c, d) in zip(full[7:], resumed):
         np.testing.assert_array_equal(a, c)
         np.testing.assert_array_equal(b, d)
-    # RandAugment keeps its own random state (keras-cv): after a resume the images
-    # it produces differ, but what is promised holds: the same examples, in the same order.
-    plain = batches(pipeline.make_train_dataset(source, **kwargs), 10)
-    full = batches(pipeline.make_train_dataset(source, randaugment=9, **kwargs), 10)
-    resumed = batches(pipeline.make_train_dataset(source, randaugment=9, start_epoch=1, skip_batches=2, **kwargs), 3)
-    for (_, plain_labels), (_, b), (_, d) in zip(plain[7:], full[7:], resumed):
-        np.testing.assert_array_equal(plain_labels, b)
-        np.testing.assert_array_equal(b, d)
+    other_seed = batches(pipeline.make_train_dataset(source, **{**kwargs, "seed": 6}), 1)
+    assert not np.array_equal(other_seed[0][0], full[0][0])
+
+
+def test_mixing_groups_mix_only_within_themselves_each_with_its_own_lambda(tmp_path):
+    """timm mixes each GPU's batch on its own: `mixing_group` images share a lambda and partners."""
+    source = data.fashion_mnist("train", data_dir=make_idx_dataset(tmp_path / "fm", train=64, test=8))
+    kwargs = dict(image_size=(12, 12), batch_size=16, seed=4, augmentation="none")
+    plain = batches(pipeline.make_train_dataset(source, **kwargs), 4)
+    mixed = batches(pipeline.make_train_dataset(source, mixup=0.8, mixing_group=4, **kwargs), 4)
+    lambdas = set()
+    for (x, y), (mx, my) in zip(plain, mixed):
+        for group in range(4):
+            rows = slice(4 * group, 4 * group + 4)
+            first, partner = x[rows][0], x[rows][-1]
+            lam = np.sum((mx[rows][0] - partner) * (first - partner)) / np.sum((first - partner) ** 2)
+            # Each mixed image is lam * itself + (1 - lam) * its partner in the reversed group.
+            np.testing.assert_allclose(mx[rows], lam * x[rows] + (1 - lam) * x[rows][::-1], atol=1e-3)
+            np.testing.assert_allclose(my[rows], lam * y[rows] + (1 - lam) * y[rows][::-1], atol=1e-5)
+            lambdas.add(round(float(lam), 4))
+    assert len(lambdas) > 8  # a lambda per group, not per batch
+
+
+def test_repeated_augmentation_shows_each_image_three_times_in_a_row_differently_augmented(tmp_path):
+    source = data.fashion_mnist("train", data_dir=make_idx_dataset(tmp_path / "fm", train=48, test=8))
+    stream = pipeline.make_train_dataset(source, (28, 28), 12, 1, "random_resized_crop", repeated_augmentation=3)
+    images, labels = next(iter(stream))
+    labels = labels.numpy().argmax(-1).reshape(4, 3)
+    assert (labels == labels[:, :1]).all()  # each group of three is one example...
+    images = images.numpy().reshape(4, 3, 28, 28, 1)
+    assert not np.array_equal(images[:, 0], images[:, 1])  # ...under different crops
 
 
 def test_tfds_download_failure_is_one_line(tmp_path, monkeypatch):
@@ -205,3 +232,17 @@ def test_input_pipelines_read_disjoint_slices_of_the_single_process_batches(tmp_
         assert all(x.shape[0] == 16 // replicas for x, _ in parts)
         np.testing.assert_array_equal(np.concatenate([x for x, _ in parts]), images)
         np.testing.assert_array_equal(np.concatenate([y for _, y in parts]), labels)
+
+
+def test_evaluation_uses_the_checkpoints_own_transform_or_the_recipes_crop():
+    from keras_vit.preprocessing import EvalConfig, eval_transform
+
+    image = np.random.default_rng(0).integers(0, 256, (40, 60, 3), dtype=np.uint8)
+    assert pipeline.evaluation_transform((32, 32)) is None  # a plain resize
+    own = pipeline.evaluation_transform((32, 32), pretrained="DeiT_S16/imagenet")
+    np.testing.assert_array_equal(own(image), eval_transform("DeiT_S16/imagenet", image_size=32)(image))
+    crop = pipeline.evaluation_transform((32, 32), pretrained="DeiT_S16/imagenet", eval_crop=0.5)
+    expected = eval_transform(EvalConfig(image_size=32, interpolation="bicubic", crop_fraction=0.5, crop_mode="center"))
+    np.testing.assert_array_equal(crop(image), expected(image))  # --eval_crop wins
+    gray = pipeline.evaluation_transform((32, 32), eval_crop=0.875, channels=1)(image[..., :1])
+    assert gray.shape == (32, 32, 1)

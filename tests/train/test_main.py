@@ -202,8 +202,10 @@ def test_bad_flag_value_is_a_clear_error(tmp_path, idx_dir):
 
 
 def test_deit_augmentations_train_on_grayscale_data(tmp_path, idx_dir):
-    # RandAugment's colour operations need RGB; Fashion-MNIST is gray.
-    result = run_main(*tiny_flags(tmp_path / "run", idx_dir, "--steps=4", "--randaugment=9", "--mixup=0.8",
+    # The whole DeiT recipe; RandAugment's colour operations need RGB, and Fashion-MNIST is gray.
+    result = run_main(*tiny_flags(tmp_path / "run", idx_dir, "--steps=4", "--augmentation=random_resized_crop",
+                                  "--randaugment=rand-m9-mstd0.5-inc1", "--random_erasing=0.25",
+                                  "--repeated_augmentation=3", "--eval_crop=0.875", "--mixup=0.8",
                                   "--cutmix=1.0", "--label_smoothing=0.1"))
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())

@@ -1,5 +1,6 @@
 """MirroredStrategy on two logical CPUs trains like one device; presets hold the papers' values."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -66,8 +67,14 @@ def test_presets_hold_the_papers_settings():
     assert (finetune.optimizer, finetune.momentum, finetune.batch_size, finetune.decay) == ("sgd", 0.9, 512, "cosine")
     assert (finetune.weight_decay, finetune.clip_norm, finetune.image_size) == (0.0, 1.0, 384)
     deit = get_config("deit")
-    assert (deit.weight_decay, deit.label_smoothing, deit.mixup, deit.cutmix, deit.randaugment) == (0.05, 0.1, 0.8, 1.0, 9)
-    assert deit.model == "DeiT_S16" and get_config("convit").model == "ConViT_S"
+    assert (deit.weight_decay, deit.label_smoothing, deit.mixup, deit.cutmix, deit.adam_epsilon) == (
+        0.05, 0.1, 0.8, 1.0, 1e-8)
+    # timm's transform as DeiT's main.py calls it, and DeiT's repeated-augmentation sampler.
+    assert (deit.augmentation, deit.randaugment, deit.random_erasing, deit.repeated_augmentation, deit.eval_crop) == (
+        "random_resized_crop", "rand-m9-mstd0.5-inc1", 0.25, 3, 0.875)
+    convit = get_config("convit")
+    assert convit.model == "ConViT_S" and deit.model == "DeiT_S16"
+    assert dataclasses.replace(convit, model="DeiT_S16") == deit
     # Swin App. A2.1: 300 epochs, 20 of them warmup (1251 steps an epoch at batch 1024).
     swin = get_config("swin")
     assert (swin.model, swin.image_size, swin.optimizer, swin.batch_size, swin.learning_rate) == (
@@ -75,8 +82,13 @@ def test_presets_hold_the_papers_settings():
     assert (swin.epochs, swin.warmup_steps, swin.decay, swin.weight_decay, swin.clip_norm) == (
         300, 20 * 1251, "cosine", 0.05, 5.0)
     assert (swin.drop_path_rate, swin.randaugment, swin.mixup, swin.cutmix, swin.label_smoothing) == (
-        0.2, 9, 0.8, 1.0, 0.1)
-    assert swin.ema_decay is None
+        0.2, "rand-m9-mstd0.5-inc1", 0.8, 1.0, 0.1)
+    # Swin's code: timm's transform with erasing 0.25, but no repeated augmentation.
+    assert (swin.augmentation, swin.random_erasing, swin.repeated_augmentation, swin.eval_crop) == (
+        "random_resized_crop", 0.25, 1, 0.875)
+    assert swin.ema_decay is None and swin.adam_epsilon == 1e-8
+    # timm mixes each GPU's batch: DeiT-S ran 4 GPUs x 256, Swin 8 x 128.
+    assert (deit.mixing_group, swin.mixing_group) == (256, 128)
     with pytest.raises(ValueError, match=r"`config` must be one of \[.*'default'.*\]. Received: config='jft'"):
         get_config("jft")
 

@@ -26,6 +26,7 @@ class TrainConfig:
     learning_rate: float = 1e-3
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-7  # Keras' default; the DeiT, ConViT and Swin code use 1e-8
     momentum: float = 0.9
     warmup_steps: int = 0
     decay: str = "cosine"
@@ -34,10 +35,21 @@ class TrainConfig:
     clip_norm: float = None
     ema_decay: float = None
     label_smoothing: float = 0.0
-    augmentation: str = "inception_crop"
-    randaugment: int = None
+    augmentation: str = "inception_crop"  # inception_crop (ViT) | random_resized_crop (DeiT) | flip | none
+    # timm's RandAugment policy (keras_vit.preprocessing.randaugment), e.g. DeiT's
+    # "rand-m9-mstd0.5-inc1"; an integer N is that policy at magnitude N.
+    randaugment: str = None
+    random_erasing: float = 0.0  # probability, per image (DeiT: 0.25, per-pixel normal noise)
+    repeated_augmentation: int = 1  # copies of each image per epoch (DeiT's sampler: 3)
+    # Evaluation: resize the shorter side to image_size / eval_crop (bicubic) and crop the
+    # centre (DeiT, ConViT, Swin: 0.875). None: the pretrained checkpoint's own transform
+    # when --pretrained names a known one, else a plain resize to image_size.
+    eval_crop: float = None
     mixup: float = 0.0
     cutmix: float = 0.0
+    # MixUp/CutMix draw one lambda (and box) per group of this many consecutive images, as
+    # timm's `Mixup` does per GPU batch in the reference runs; None: per (per-replica) batch.
+    mixing_group: int = None
     dropout_rate: float = 0.0
     drop_path_rate: float = 0.0
     precision: str = "float32"

@@ -97,11 +97,15 @@ PRESETS = {
         augmentation="inception_crop",
         precision="bfloat16",
     ),
-    # DeiT recipe (Touvron et al. 2021), which ConViT keeps unchanged: AdamW, LR
-    # 5e-4 x batch / 512, wd 0.05, 300 epochs with 5 warmup epochs and cosine decay,
-    # label smoothing 0.1, RandAugment m9, MixUp 0.8, CutMix 1.0, stochastic depth 0.1.
-    # DeiT-S: ImageNet mean/std inputs and DeiT's initialisation. With a teacher:
-    # `--model=DeiT_S16_distilled --teacher=... --distillation=hard`.
+    # DeiT recipe (Touvron et al. 2021, Table 9; facebookresearch/deit main.py's defaults),
+    # which ConViT keeps unchanged: AdamW, LR 5e-4 x batch / 512, wd 0.05, 300 epochs with
+    # 5 warmup epochs and cosine decay to 1e-5, label smoothing 0.1, stochastic depth 0.1,
+    # and timm's training transform as DeiT calls it: random resized crop (8-100% of the
+    # area, bicubic), flip, RandAugment "rand-m9-mstd0.5-inc1", random erasing 0.25
+    # (per-pixel noise), MixUp 0.8 / CutMix 1.0, repeated augmentation x3; evaluation at
+    # the shorter side 256/224 of the size, centre crop. docs/recipes.md compares every
+    # setting with the paper and the code. DeiT-S: ImageNet mean/std inputs and DeiT's
+    # initialisation. With a teacher: `--model=DeiT_S16_distilled --teacher=... --distillation=hard`.
     "deit": TrainConfig(
         model="DeiT_S16",
         dataset="imagenet2012",
@@ -110,31 +114,36 @@ PRESETS = {
         batch_size=1024,
         epochs=300,
         optimizer="adamw",
+        adam_epsilon=1e-8,  # timm's create_optimizer, --opt-eps
         learning_rate=5e-4 * 1024 / 512,
         warmup_steps=5 * 1251,
         decay="cosine",
         end_learning_rate=1e-5,
         weight_decay=0.05,
         label_smoothing=0.1,
-        randaugment=9,
+        augmentation="random_resized_crop",
+        randaugment="rand-m9-mstd0.5-inc1",
+        random_erasing=0.25,
+        repeated_augmentation=3,
         mixup=0.8,
         cutmix=1.0,
+        mixing_group=256,  # DeiT-S/Ti: 4 GPUs x 256 (DeiT's README); timm mixes per GPU batch
         drop_path_rate=0.1,
-        augmentation="inception_crop",
+        eval_crop=0.875,
         precision="bfloat16",
     ),
 }
-# The DeiT recipe on ConViT-S; a deep copy, so that the two presets share no dict.
+# The DeiT recipe on ConViT-S (facebookresearch/convit main.py keeps DeiT's defaults,
+# repeated augmentation included); a deep copy, so that the two presets share no dict.
 PRESETS["convit"] = dataclasses.replace(copy.deepcopy(PRESETS["deit"]), model="ConViT_S")
-# Swin App. A2.1 (Liu et al. 2021), DeiT's augmentations minus repeated augmentation
+# Swin App. A2.1 (Liu et al. 2021): DeiT's augmentations minus repeated augmentation
 # and EMA (off here too): AdamW, batch 1024, LR 1e-3, wd 0.05, 300 epochs with 20
 # warmup epochs (1251 steps each, as in `deit`) and cosine decay, label smoothing 0.1,
-# RandAugment m9, MixUp 0.8, CutMix 1.0. Stochastic depth 0.2 for Swin-T; for the
-# larger models pass `--model=Swin_S --drop_path_rate=0.3` or `--model=Swin_B
-# --drop_path_rate=0.5`. Clipping at global norm 5 and the final LR 1e-5 are the
-# reference code's (`CLIP_GRAD`, `MIN_LR` scaled to batch 1024), as is random erasing
-# 0.25, which has no field here (nor in `deit`).
+# RandAugment m9, MixUp 0.8, CutMix 1.0, random erasing 0.25. Stochastic depth 0.2 for
+# Swin-T; for the larger models pass `--model=Swin_S --drop_path_rate=0.3` or
+# `--model=Swin_B --drop_path_rate=0.5`. Clipping at global norm 5 and the final LR 1e-5
+# are the reference code's (`CLIP_GRAD`, `MIN_LR` scaled to batch 1024).
 PRESETS["swin"] = dataclasses.replace(
     copy.deepcopy(PRESETS["deit"]), model="Swin_T", learning_rate=1e-3, warmup_steps=20 * 1251, clip_norm=5.0,
-    drop_path_rate=0.2,
+    drop_path_rate=0.2, repeated_augmentation=1, mixing_group=128,  # 8 GPUs x 128 (Swin's README)
 )

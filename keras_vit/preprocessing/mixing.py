@@ -1,4 +1,4 @@
-"""MixUp and CutMix of whole batches, as DeiT applies them, from stateless seeds."""
+"""MixUp and CutMix of whole batches, as DeiT applies them (timm's `Mixup`), from stateless seeds."""
 
 import tensorflow as tf
 

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import re
+import sys
 from keras_vit.files import write_text_atomically
 from train import files
 from train.checkpoints import CheckpointManager
@@ -49,9 +50,23 @@ def has_results(workdir):
 def check_workdir(workdir, config):
     """Refuses a workdir that holds a run of another configuration; writes nothing.
 
+    A workdir on TensorFlow's in-process file system (`ram://`) is refused on
+    JAX, whose Orbax checkpoints cannot be written there, and warned about on
+    TensorFlow: what a run writes there vanishes when the process exits.
+
     Raises:
         ValueError: naming the workdir and the settings that differ.
     """
+    if str(workdir).startswith("ram://"):
+        import keras
+
+        if keras.backend.backend() == "jax":
+            raise ValueError(
+                "--workdir must be a local directory or a persistent file system (gs://, s3://, hdfs://) on the "
+                "JAX backend: ram:// is TensorFlow's in-process memory, where Orbax cannot write checkpoints. "
+                f"Received: workdir={workdir!r}")
+        print(f"warning: --workdir={workdir} is TensorFlow's in-process file system: the checkpoints, logs and "
+              "exported models written there vanish when this process exits.", file=sys.stderr, flush=True)
     if files.exists(workdir) and not files.isdir(workdir):
         raise ValueError(f"--workdir must be a directory. Received: workdir={workdir!r} (a file)")
     path = os.path.join(workdir, CONFIG_FILE)

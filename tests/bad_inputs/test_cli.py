@@ -191,3 +191,21 @@ def test_multihost_without_its_hosts_is_one_line(hosts, message, tmp_path, idx_d
         message = r"--multihost joins the hosts of a JAX job \(KERAS_BACKEND=jax\); on TensorFlow"
     assert re.search(message, stderr), stderr[-2000:]
     assert not (tmp_path / "run").exists()
+
+
+def test_an_in_process_workdir_is_refused_on_jax_and_warned_about_on_tensorflow(capsys):
+    """`ram://` lives in this process only: Orbax cannot write there, and nothing written survives the run."""
+    import keras
+
+    from train.configs import get_config
+    from train.workdir import check_workdir
+
+    workdir = "ram://keras_vit_cli/run"
+    if keras.backend.backend() == "jax":
+        with pytest.raises(ValueError, match=r"--workdir must be a local directory or a persistent file system "
+                                             r".*Received: workdir='ram://keras_vit_cli/run'"):
+            check_workdir(workdir, get_config("default"))
+    else:
+        check_workdir(workdir, get_config("default"))
+        assert "warning: --workdir=ram://keras_vit_cli/run is TensorFlow's in-process file system" in (
+            capsys.readouterr().err)

@@ -153,6 +153,26 @@ def check_tfds_name(name, data_dir=None):
         )
 
 
+# Where TFDS downloads from first (its mirror of prepared datasets), and how long to wait
+# for it: without a network TFDS itself retries for minutes before it gives up.
+DOWNLOAD_HOST = ("storage.googleapis.com", 443)
+NETWORK_DEADLINE_S = 10.0
+
+
+def check_network(name, data_dir, host=DOWNLOAD_HOST, deadline=NETWORK_DEADLINE_S):
+    """Raises `DataUnavailableError` at once when `host` cannot be reached within `deadline` seconds."""
+    import socket
+
+    try:
+        socket.create_connection(host, timeout=deadline).close()
+    except OSError as error:
+        raise DataUnavailableError(
+            f"TFDS would download {name!r} into {data_dir!r}, but {host[0]}:{host[1]} could not be reached "
+            f"within {deadline:g} s ({type(error).__name__}: {error}): no network? Prepare it on a machine "
+            f"with one (`tfds build {name} --data_dir=DIR`) and pass --data_dir=DIR."
+        ) from None
+
+
 def tfds_source(name, split, data_dir=None):
     """A TFDS dataset by name; `data_dir` may be local or `gs://`.
 
@@ -167,6 +187,8 @@ def tfds_source(name, split, data_dir=None):
     except tfds.core.registered.DatasetNotFoundError:
         check_tfds_name(name, data_dir)  # the short message, with a hint
         raise
+    if not builder.is_prepared():
+        check_network(name, builder.data_dir)
     try:
         builder.download_and_prepare()
     except Exception as error:  # noqa: BLE001 - downloads fail with many error types

@@ -195,6 +195,25 @@ def test_repeated_augmentation_shows_each_image_three_times_in_a_row_differently
     assert not np.array_equal(images[:, 0], images[:, 1])  # ...under different crops
 
 
+def test_an_unprepared_tfds_dataset_without_a_network_fails_at_once(tmp_path, monkeypatch):
+    """TFDS itself retries a download for minutes; the probe's deadline answers within seconds."""
+    import socket
+    import time
+
+    def unreachable(address, timeout=None):
+        assert timeout == data.NETWORK_DEADLINE_S
+        raise socket.gaierror(-3, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    start = time.monotonic()
+    with pytest.raises(data.DataUnavailableError) as caught:
+        data.fashion_mnist("train", data_dir=str(tmp_path))  # no IDX files there: TFDS
+    assert time.monotonic() - start < 30
+    message = str(caught.value)
+    assert "\n" not in message and "storage.googleapis.com:443 could not be reached within 10 s" in message
+    assert "pass --data_dir=DIR" in message and not list(tmp_path.iterdir())  # nothing written
+
+
 def test_tfds_download_failure_is_one_line(tmp_path, monkeypatch):
     import tensorflow_datasets as tfds
 
@@ -202,6 +221,7 @@ def test_tfds_download_failure_is_one_line(tmp_path, monkeypatch):
         raise ConnectionError("Failed to resolve 'storage.googleapis.com'\nmore details\nand more")
 
     monkeypatch.setattr(tfds.core.DatasetBuilder, "download_and_prepare", offline)
+    monkeypatch.setattr(data, "check_network", lambda name, data_dir: None)  # the host answers; the download fails
     with pytest.raises(data.DataUnavailableError) as caught:
         data.tfds_source("mnist", "train", data_dir=str(tmp_path))
     message = str(caught.value)

@@ -243,6 +243,44 @@ def jax_distribution(use_tpu=False, tpu_name=None, distribution="auto", mesh=Non
     return JaxDistribution(kind, devices, (batch, model), platform)
 
 
+# How long a remote TPU (`grpc://host:port`) may take to accept a connection:
+# TensorFlow's own connection waits without a deadline.
+TPU_CONNECT_DEADLINE_S = 30.0
+
+
+def grpc_address(tpu_name):
+    """`(host, port)` of a `grpc://host:port` TPU name, None for other names; a ValueError if malformed."""
+    import urllib.parse
+
+    if not tpu_name or not tpu_name.startswith("grpc://"):
+        return None
+    address = urllib.parse.urlsplit(tpu_name)
+    try:
+        host, port = address.hostname, address.port
+    except ValueError:  # a port that is not a number, or out of range
+        host, port = None, None
+    if not host or not port:
+        raise ValueError(f"--tpu_name must be a TPU name or grpc://host:port. Received: tpu_name={tpu_name!r}")
+    return host, port
+
+
+def check_tpu_address(tpu_name, deadline=TPU_CONNECT_DEADLINE_S):
+    """Raises `TPUUnavailableError` when a `grpc://host:port` TPU does not answer within `deadline` seconds."""
+    import socket
+
+    address = grpc_address(tpu_name)
+    if address is None:
+        return
+    host, port = address
+    try:
+        socket.create_connection((host, port), timeout=deadline).close()
+    except OSError as error:
+        raise TPUUnavailableError(
+            f"--tpu_name={tpu_name}: nothing accepted a connection at {host}:{port} within {deadline:g} s "
+            f"({type(error).__name__}: {error}). Check the address and that the TPU is running."
+        ) from None
+
+
 def tpu_strategy(tpu_name="local"):
     """Connects to a TPU, initializes it and returns a `TPUStrategy`.
 
@@ -258,6 +296,7 @@ def tpu_strategy(tpu_name="local"):
     # On a TPU VM (every Colab TPU runtime since 2025) the resolver needs "local":
     # an empty name asks for TPU_NAME or the metadata server of the old TPU nodes.
     tpu_name = tpu_name or "local"
+    check_tpu_address(tpu_name)
     try:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_name)
         tf.config.experimental_connect_to_cluster(resolver)
@@ -434,6 +473,7 @@ def check_strategy_flags(use_tpu=False, tpu_name=None, distribution="auto", mesh
     if multihost:
         raise ValueError("--multihost joins the hosts of a JAX job (KERAS_BACKEND=jax); on TensorFlow run "
                          "several machines with --strategy=multi_worker and TF_CONFIG. Received: multihost=True")
+    grpc_address(tpu_name)
     if strategy != "auto" and (use_tpu or tpu_name):
         raise ValueError(f"--strategy={strategy} cannot be combined with --tpu or --tpu_name (TPUStrategy). "
                          f"Received: strategy={strategy!r}")

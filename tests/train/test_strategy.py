@@ -104,3 +104,23 @@ def test_presets_are_fresh_copies_that_share_nothing():
     default = get_config("default")
     default.model_kwargs["hidden_size"] = 8
     assert PRESETS["default"].model_kwargs["hidden_size"] == 96
+
+
+def test_a_remote_tpu_that_does_not_answer_is_an_error_within_the_deadline_not_a_hang():
+    import socket
+    import time
+
+    from train import strategy as strategy_lib
+
+    with socket.socket() as listener:  # a port that was free a moment ago: nothing listens there now
+        listener.bind(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+    start = time.monotonic()
+    with pytest.raises(strategy_lib.TPUUnavailableError, match=rf"--tpu_name=grpc://127.0.0.1:{port}: nothing "
+                                                               rf"accepted a connection at 127.0.0.1:{port} within 2 s"):
+        strategy_lib.check_tpu_address(f"grpc://127.0.0.1:{port}", deadline=2)
+    assert time.monotonic() - start < 10
+    for bad in ("grpc://", "grpc://host", "grpc://host:port"):
+        with pytest.raises(ValueError, match=r"--tpu_name must be a TPU name or grpc://host:port\. Received"):
+            strategy_lib.grpc_address(bad)
+    assert strategy_lib.grpc_address("my-tpu") is None

@@ -15,13 +15,13 @@ from keras_vit.files import write_text_atomically
 from train import data as data_lib
 from train import files
 from train import pipeline
-from train.analysis_logging import AnalysisLogger, parse_analyses
+from train.analysis_logging import AnalysisLogger, check_model_supports, parse_analyses
 from train.checkpoints import CheckpointManager, PreemptionCheckpoint
 from train.checks import check_config
 from train.modeling import build_model
 from train.optimization import make_optimizer
 from train.strategy import JaxDistribution, barrier, is_chief
-from train.workdir import prepare_workdir
+from train.workdir import check_workdir, prepare_workdir
 
 class Throughput(keras.callbacks.Callback):
     """Training images per second, leaving out the first epoch (tracing and compilation).
@@ -137,10 +137,11 @@ def train(config, workdir, strategy=None, verbose="auto"):
     """
     check_config(config)
     # In a multi-worker job only the chief writes the workdir; the others read
-    # its checkpoints (the workdir is shared) once it has tidied them.
+    # its checkpoints (the workdir is shared) once it has tidied them. Nothing is
+    # written before everything that can refuse the run has run (data, model,
+    # teacher, analyses), so a refused run leaves the workdir as it found it.
     chief = is_chief(strategy)
-    if chief:
-        prepare_workdir(workdir, config)
+    check_workdir(workdir, config)
     keras.utils.set_random_seed(config.seed)
 
     train_source = data_lib.load_source(config.dataset, config.train_split, config.data_dir)
@@ -181,6 +182,14 @@ def train(config, workdir, strategy=None, verbose="auto"):
             jit_compile=config.jit_compile,
             steps_per_execution=config.steps_per_execution,
         )
+        analyses = parse_analyses(config.log_analysis)
+        if analyses:
+            check_model_supports(student, analyses)
+        eval_transform = pipeline.evaluation_transform(image_size, config.pretrained, config.eval_crop,
+                                                       eval_source.channels)
+        # The first write: every check above has passed.
+        if chief:
+            prepare_workdir(workdir, config)
         manager = checkpoint_manager(os.path.join(workdir, "checkpoints"), chief)
         if chief:
             manager.set_aside_damaged()
@@ -190,16 +199,13 @@ def train(config, workdir, strategy=None, verbose="auto"):
         # TPUs and a batch split over devices need every batch whole (static shapes).
         whole_batches = replicas > 1 or uses_tpu(strategy)
         eval_batch = config.eval_batch_size or config.batch_size
-        eval_ds = pipeline.make_eval_dataset(
-            eval_source, image_size, eval_batch, drop_remainder=whole_batches,
-            transform=pipeline.evaluation_transform(image_size, config.pretrained, config.eval_crop,
-                                                    eval_source.channels))
+        eval_ds = pipeline.make_eval_dataset(eval_source, image_size, eval_batch, drop_remainder=whole_batches,
+                                             transform=eval_transform)
         checkpointing = PreemptionCheckpoint(manager, config.checkpoint_every_steps, total_steps)
         throughput = Throughput(config.batch_size)
         callbacks = [checkpointing, throughput]
         if chief:
             callbacks.append(keras.callbacks.TensorBoard(os.path.join(workdir, "logs")))
-        analyses = parse_analyses(config.log_analysis)
         if analyses and chief:
             callbacks.append(AnalysisLogger(
                 student, analyses, _first_images(eval_source, image_size, config.analysis_images),

@@ -216,3 +216,30 @@ def test_sigterm_handler_is_restored_when_training_ends(tmp_path, idx_dir):
         assert signal.getsignal(signal.SIGTERM) is previous
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+def _tree(workdir):
+    """Every file under `workdir`: its bytes and modification time."""
+    return {
+        os.path.relpath(os.path.join(root, name), workdir): (
+            open(os.path.join(root, name), "rb").read(), os.stat(os.path.join(root, name)).st_mtime_ns)
+        for root, _, names in os.walk(workdir) for name in names
+    }
+
+
+def test_a_refused_resume_leaves_the_workdir_byte_for_byte(tmp_path, idx_dir):
+    """Whatever refuses a run (flags, model, teacher, analyses) does so before the first write."""
+    workdir = tmp_path / "run"
+    train(tiny_config(idx_dir, epochs=1), str(workdir), verbose=0)
+    before = _tree(workdir)
+    corrupt = tmp_path / "teacher.keras"
+    corrupt.write_bytes(b"not a zip file")
+    refusals = [
+        (dict(log_analysis="gates"), r"gates"),  # a plain ViT has no GPSA gates: known only once it is built
+        (dict(teacher=str(corrupt), distillation="hard"), r"teacher"),
+        (dict(pretrained=str(corrupt)), r"pretrained|teacher\.keras|not a"),
+    ]
+    for overrides, message in refusals:
+        with pytest.raises((ValueError, OSError), match=message):
+            train(tiny_config(idx_dir, epochs=1, **overrides), str(workdir), verbose=0)
+        assert _tree(workdir) == before, overrides

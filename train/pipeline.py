@@ -26,7 +26,7 @@ import tensorflow as tf
 from keras_vit.preprocessing.checkpoints import CHECKPOINT_PREPROCESSING, EvalConfig
 from keras_vit.preprocessing.evaluation import eval_transform
 from keras_vit.preprocessing.mixing import mix_batch
-from keras_vit.preprocessing.randaugment import rand_augment
+from keras_vit.preprocessing.randaugment import parse_policy
 from keras_vit.preprocessing.sampling import repeated_augmentation_order
 from keras_vit.preprocessing.training import train_transform
 
@@ -52,7 +52,7 @@ def rand_augment_policy(value):
         if int(text) == 0:
             return None
         text = DEIT_POLICY.format(int(text))
-    rand_augment(text)  # parses the policy; raises ValueError naming what is wrong
+    parse_policy(text)  # raises a ValueError naming what is wrong
     return text
 
 
@@ -75,6 +75,21 @@ def training_transform(image_size, augmentation="inception_crop", randaugment=No
 def resize(image, size):
     """A plain (bilinear, float) resize: the evaluation of datasets with no transform of their own."""
     return tf.image.resize(tf.cast(image, tf.float32), size)
+
+
+# Keeps the augmentation seeds apart from the order's (stateless_shuffle of [seed, epoch]).
+_AUGMENTATION_STREAM = 0x5EED
+
+
+def _epoch_key(seed, epoch):
+    """The first half of every augmentation seed of `(seed, epoch)`: a pseudo-random int32.
+
+    A hash, not arithmetic: `(seed + epoch) * k` gave run `s` at epoch `e + 1` the
+    draws of run `s + 1` at epoch `e`.
+    """
+    key = tf.random.experimental.stateless_fold_in(
+        tf.constant([seed, _AUGMENTATION_STREAM], tf.int64), tf.cast(epoch, tf.int64))
+    return tf.random.stateless_uniform((), key, minval=0, maxval=2**31 - 1, dtype=tf.int32)
 
 
 def _pipeline_layout(batch_size, input_context):
@@ -174,7 +189,7 @@ def make_train_dataset(source, image_size, batch_size, seed, augmentation="incep
     end_epoch = max(end_epoch or 0, start_epoch + 1)
     if source.read is not None:
         def one_epoch(epoch):
-            epoch_key = tf.cast((seed + epoch) * 7919, tf.int32)
+            epoch_key = _epoch_key(seed, epoch)
             if repeated_augmentation > 1:
                 # The epoch keeps its length (whole global batches), as DeiT's does (whole 256s).
                 order = repeated_augmentation_order(source.size, epoch, seed, repeated_augmentation,
@@ -219,7 +234,7 @@ def _streamed_epochs(source, steps_per_epoch, replica_batches_per_step, start_ep
     dataset = source.shard(input_context) if input_context is not None else source.dataset
 
     def one_epoch(epoch):
-        epoch_key = tf.constant((seed + epoch) * 7919, tf.int32)
+        epoch_key = _epoch_key(seed, epoch)
         data = dataset.shuffle(min(source.size, SHUFFLE_BUFFER), seed=seed + epoch, reshuffle_each_iteration=False)
         if repeated_augmentation > 1:
             data = data.flat_map(lambda *example: tf.data.Dataset.from_tensors(example).repeat(repeated_augmentation))
@@ -231,28 +246,43 @@ def _streamed_epochs(source, steps_per_epoch, replica_batches_per_step, start_ep
     return functools.reduce(lambda a, b: a.concatenate(b), (one_epoch(e) for e in range(start_epoch, end_epoch)))
 
 
-def evaluation_transform(image_size, pretrained=None, eval_crop=None, channels=3):
+def evaluation_transform(image_size, pretrained=None, eval_crop=None, channels=3, model=None):
     """How evaluation images become the model's input; None for a plain resize.
 
     Args:
         image_size: tuple `(height, width)`, square.
-        pretrained: str or None. A known checkpoint's name brings its own transform
-            (`keras_vit.preprocessing.eval_transform(name)`) at `image_size`.
-        eval_crop: float or None. Resize the shorter side to `size / eval_crop`
-            (bicubic, antialiased) and crop the centre, as DeiT, ConViT and Swin
-            evaluate; it takes precedence over the checkpoint's transform.
+        pretrained: str or None. A known checkpoint (`"DeiT_S16/imagenet"`, or
+            `"imagenet"` with `model`, any case) brings the transform it was
+            evaluated with (`keras_vit.preprocessing.eval_transform(name)`) at
+            `image_size`: it takes precedence over `eval_crop`.
+        eval_crop: float or None. Otherwise: resize the shorter side to
+            `size / eval_crop` (bicubic, antialiased) and crop the centre, as
+            DeiT, ConViT and Swin evaluate.
         channels: int. 1 for grayscale datasets: the transform's geometry, one channel.
+        model: str or None. The model's name, for a short `pretrained` name.
     """
-    if eval_crop is None and pretrained not in CHECKPOINT_PREPROCESSING:
+    known = known_checkpoint_name(model, pretrained)
+    if known is None and eval_crop is None:
         return None
-    if eval_crop is not None:
+    if image_size[0] != image_size[1]:
+        raise ValueError(f"A checkpoint's evaluation transform or --eval_crop makes square images. "
+                         f"Received: image_size={tuple(image_size)}")
+    if known is not None:
+        transform = eval_transform(known, image_size=image_size[0])
+    else:
         transform = eval_transform(EvalConfig(image_size=image_size[0], interpolation="bicubic",
                                               crop_fraction=eval_crop, crop_mode="center"))
-    else:
-        transform = eval_transform(pretrained, image_size=image_size[0])
     if channels == 1:  # the transform makes RGB of a gray image by repeating its channel
         return lambda image: transform(image)[..., :1]
     return transform
+
+
+def known_checkpoint_name(model, pretrained):
+    """The `CHECKPOINT_PREPROCESSING` key that `--pretrained` means (short or any case), or None."""
+    if not isinstance(pretrained, str):
+        return None
+    wanted = (pretrained if "/" in pretrained else f"{model}/{pretrained}").lower()
+    return next((key for key in CHECKPOINT_PREPROCESSING if key.lower() == wanted), None)
 
 
 def make_eval_dataset(source, image_size, batch_size, drop_remainder=False, transform=None):

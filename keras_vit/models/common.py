@@ -12,14 +12,12 @@ from keras_vit.layers.validation import (
     check_rate,
     to_pair,
 )
+from keras_vit.preprocessing.checkpoints import IMAGENET_MEAN, IMAGENET_STD  # ImageNet's statistics in [0, 1]
 from keras_vit.weights.loading import load_weights
 from keras_vit.weights.registry import find_checkpoint, is_checkpoint_file
 
 POOLINGS = ("token", "gap")
 
-# Per-channel statistics of ImageNet in [0, 1], used by DeiT and ConViT.
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 PREPROCESSINGS = ("inception", "imagenet", None)
 
 INITIALIZATIONS = ("vit", "deit")

@@ -50,7 +50,17 @@ __all__ = ["CHECKPOINT_PREPROCESSING", "TIMM_PREPROCESSING", "EvalConfig", "Eval
 def __getattr__(name):
     if name not in _LAZY:
         raise AttributeError(f"module 'keras_vit.preprocessing' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"keras_vit.preprocessing.{_LAZY[name]}"), name)
+    try:
+        module = importlib.import_module(f"keras_vit.preprocessing.{_LAZY[name]}")
+    except ModuleNotFoundError as error:
+        if error.name != "tensorflow":
+            raise
+        raise ModuleNotFoundError(
+            f"keras_vit.preprocessing.{name} runs in TensorFlow ops (tf.data feeds every backend): install "
+            "TensorFlow with one of keras_vit's extras cpu, tpu or gpu (e.g. pip install -e \".[cpu]\"), "
+            "or pip install tensorflow-cpu beside JAX.",
+            name="tensorflow") from error
+    value = getattr(module, name)
     globals()[name] = value
     return value
 

@@ -160,7 +160,7 @@ def random_resized_crop(image, seed, size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 
     return resized_crop(image, box, size, interpolation)
 
 
-def inception_crop(image, seed, size, area=(0.05, 1.0), ratio=(3 / 4, 4 / 3)):
+def inception_crop(image, seed, size, area=(0.05, 1.0), ratio=(0.75, 1.33)):
     """ViT's inception crop: 5-100% of the area, 3/4-4/3 aspect, bilinear resize without antialiasing.
 
     TensorFlow's `stateless_sample_distorted_bounding_box` draws the box (as
@@ -172,7 +172,8 @@ def inception_crop(image, seed, size, area=(0.05, 1.0), ratio=(3 / 4, 4 / 3)):
         seed: int tensor of shape (2,).
         size: int or pair of ints. Output `(height, width)`.
         area: pair of floats in (0, 1]. Range of the area fraction. Defaults to (0.05, 1.0).
-        ratio: pair of floats. Range of the aspect (width / height). Defaults to (3/4, 4/3).
+        ratio: pair of floats. Range of the aspect (width / height). Defaults to
+            (0.75, 1.33), TensorFlow's default, which vit_jax keeps.
 
     Returns:
         float32 tensor `(height, width, C)` in [0, 255].
@@ -180,9 +181,11 @@ def inception_crop(image, seed, size, area=(0.05, 1.0), ratio=(3 / 4, 4 / 3)):
     size = to_pair(size, "size")
     area = check_fraction_range(area, "area")
     ratio = check_ratio(ratio)
+    # min_object_covered=0, as vit_jax and big_vision pass it: TensorFlow's default
+    # (0.1) would keep every crop above 10% of the area.
     begin, crop_size, _ = tf.image.stateless_sample_distorted_bounding_box(
         tf.shape(image), tf.zeros((0, 0, 4)), seed=as_seed(seed), area_range=area,
-        aspect_ratio_range=ratio, use_image_if_no_bounding_boxes=True,
+        aspect_ratio_range=ratio, min_object_covered=0.0, use_image_if_no_bounding_boxes=True,
     )
     channels = image.shape[-1]
     image = tf.slice(image, begin, crop_size)

@@ -109,7 +109,7 @@ class EvalTransform(keras.layers.Layer):
                 f"shape {shape}. Add a batch axis to one image, e.g. `image[None]`."
             )
         channels = _static(shape[3])
-        if channels is not None and channels not in ACCEPTED_CHANNELS:
+        if channels not in ACCEPTED_CHANNELS:  # unknown too: 1 or 3 decide the graph
             raise ValueError(
                 "`images` must have 1 (grayscale, repeated to RGB) or 3 (RGB) channels. Received: a batch of "
                 f"shape {shape}. For RGBA drop or composite the alpha channel first, e.g. `images[..., :3]`."

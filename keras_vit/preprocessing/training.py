@@ -79,7 +79,7 @@ def check_image(image):
         raise ValueError(f"`image` must be uint8 or float in [0, 255]. Received: image with dtype={image.dtype.name}")
     if tf.executing_eagerly():
         low, high = float(tf.reduce_min(image)), float(tf.reduce_max(image))
-        if low < 0 or high > 255:
+        if not (0 <= low and high <= 255):  # written so that NaN fails too
             raise ValueError(f"`image` values must lie in [0, 255]. Received: image with values in [{low}, {high}]")
         return image
     with tf.control_dependencies([

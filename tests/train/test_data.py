@@ -192,7 +192,8 @@ def test_repeated_augmentation_shows_each_image_three_times_in_a_row_differently
     labels = labels.numpy().argmax(-1).reshape(4, 3)
     assert (labels == labels[:, :1]).all()  # each group of three is one example...
     images = images.numpy().reshape(4, 3, 28, 28, 1)
-    assert not np.array_equal(images[:, 0], images[:, 1])  # ...under different crops
+    for group in images:  # ...under different crops
+        assert not np.array_equal(group[0], group[1]) and not np.array_equal(group[1], group[2])
 
 
 def test_an_unprepared_tfds_dataset_without_a_network_fails_at_once(tmp_path, monkeypatch):
@@ -259,10 +260,21 @@ def test_evaluation_uses_the_checkpoints_own_transform_or_the_recipes_crop():
 
     image = np.random.default_rng(0).integers(0, 256, (40, 60, 3), dtype=np.uint8)
     assert pipeline.evaluation_transform((32, 32)) is None  # a plain resize
-    own = pipeline.evaluation_transform((32, 32), pretrained="DeiT_S16/imagenet")
-    np.testing.assert_array_equal(own(image), eval_transform("DeiT_S16/imagenet", image_size=32)(image))
-    crop = pipeline.evaluation_transform((32, 32), pretrained="DeiT_S16/imagenet", eval_crop=0.5)
+    expected = eval_transform("Swin_B384/imagenet", image_size=32)(image)  # a squash, no crop
+    # The checkpoint's own transform, however --pretrained names it, wins over a preset's --eval_crop.
+    for name, model in (("Swin_B384/imagenet", None), ("imagenet", "Swin_B384"), ("swin_b384/IMAGENET", None)):
+        own = pipeline.evaluation_transform((32, 32), pretrained=name, eval_crop=0.875, model=model)
+        np.testing.assert_array_equal(own(image), expected)
+    crop = pipeline.evaluation_transform((32, 32), pretrained="/some/file.keras", eval_crop=0.5)
     expected = eval_transform(EvalConfig(image_size=32, interpolation="bicubic", crop_fraction=0.5, crop_mode="center"))
-    np.testing.assert_array_equal(crop(image), expected(image))  # --eval_crop wins
+    np.testing.assert_array_equal(crop(image), expected(image))
     gray = pipeline.evaluation_transform((32, 32), eval_crop=0.875, channels=1)(image[..., :1])
     assert gray.shape == (32, 32, 1)
+    with pytest.raises(ValueError, match=r"makes square images\. Received: image_size=\(32, 48\)"):
+        pipeline.evaluation_transform((32, 48), eval_crop=0.875)
+
+
+def test_seeds_of_neighbouring_runs_and_epochs_draw_apart():
+    """The augmentation key of (seed, epoch) is a hash: run s at epoch e+1 is not run s+1 at epoch e."""
+    keys = {(s, e): int(pipeline._epoch_key(s, e)) for s in range(4) for e in range(4)}
+    assert len(set(keys.values())) == len(keys)

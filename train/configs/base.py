@@ -41,9 +41,9 @@ class TrainConfig:
     randaugment: str = None
     random_erasing: float = 0.0  # probability, per image (DeiT: 0.25, per-pixel normal noise)
     repeated_augmentation: int = 1  # copies of each image per epoch (DeiT's sampler: 3)
-    # Evaluation: resize the shorter side to image_size / eval_crop (bicubic) and crop the
-    # centre (DeiT, ConViT, Swin: 0.875). None: the pretrained checkpoint's own transform
-    # when --pretrained names a known one, else a plain resize to image_size.
+    # Evaluation: a known --pretrained checkpoint's own transform; else, with eval_crop,
+    # the shorter side resized to image_size / eval_crop (bicubic) and the centre cropped
+    # (DeiT, ConViT, Swin: 0.875); else a plain resize to image_size.
     eval_crop: float = None
     mixup: float = 0.0
     cutmix: float = 0.0

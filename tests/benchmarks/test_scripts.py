@@ -59,11 +59,18 @@ def test_bench_rejects_unknown_variants():
 
 
 def test_input_pipeline_benchmark_measures_every_source():
-    text = run("benchmarks/input_pipeline.py", "--images=40", "--image_size=32", "--batch_size=8", "--batches=2")
-    rows = [line for line in text.splitlines() if line.startswith("| ") and "source" not in line]
-    assert len(rows) == 3
-    for row in rows:
-        assert all(float(cell) > 0 for cell in row.strip("|").split("|")[1:])
+    text = run("benchmarks/input_pipeline.py", "--images=24", "--image_size=32", "--batch_size=4", "--batches=2",
+               "--warmup=1", "--threads=1")
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in text.splitlines()
+            if line.startswith(("| ours", "| timm"))]
+    assert [row[0].split(",")[0].split(":")[0] for row in rows] == ["ours", "ours", "timm"], text
+    for name, threads, images_per_s, per_core, ratio, per_cpu_second, cpu_ratio, runs in rows:
+        assert threads == "1" and float(images_per_s) > 0 and per_core == images_per_s == runs
+        assert float(per_cpu_second) > 0
+        if name.startswith("ours"):
+            assert float(ratio) > 0 and float(cpu_ratio) > 0
+        else:
+            assert ratio == cpu_ratio == "-"
 
 
 def _table_rows(text):

@@ -190,7 +190,8 @@ def check_config(config):
     check_number(config, "random_erasing", 0, 1)
     check_positive_int(config, "repeated_augmentation")
     check_positive_int(config, "mixing_group", optional=True)
-    if config.mixing_group and config.batch_size % config.mixing_group:
+    # A group as large as the batch or larger mixes the batch as one (a preset's group at a small batch).
+    if config.mixing_group and config.mixing_group < config.batch_size and config.batch_size % config.mixing_group:
         raise ValueError(f"--mixing_group must divide --batch_size (each group is mixed on its own). "
                          f"Received: mixing_group={config.mixing_group}, batch_size={config.batch_size}")
     check_number(config, "eval_crop", 0, 1, low_open=True, optional=True)

@@ -187,9 +187,10 @@ def train(config, workdir, strategy=None, verbose="auto"):
             check_model_supports(student, analyses)
         eval_transform = pipeline.evaluation_transform(image_size, config.pretrained, config.eval_crop,
                                                        eval_source.channels, model=config.model)
-        if config.mixing_group and (config.batch_size // replicas) % config.mixing_group:
+        per_replica = config.batch_size // replicas
+        if config.mixing_group and config.mixing_group < per_replica and per_replica % config.mixing_group:
             raise ValueError(f"--mixing_group must divide the batch of each of the {replicas} replicas "
-                             f"({config.batch_size // replicas}). Received: mixing_group={config.mixing_group}")
+                             f"({per_replica}). Received: mixing_group={config.mixing_group}")
         # The first write: every check above has passed.
         if chief:
             prepare_workdir(workdir, config)

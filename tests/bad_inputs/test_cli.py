@@ -57,6 +57,8 @@ BAD_FLAGS = [
     ("--random_erasing=1.5", r"--random_erasing must be .*Received: random_erasing=1.5"),
     ("--repeated_augmentation=0", r"--repeated_augmentation must be .*Received: repeated_augmentation=0"),
     ("--eval_crop=0", r"--eval_crop must be .*Received: eval_crop=0"),
+    ("--mixing_group=3", r"--mixing_group must divide --batch_size .*Received: mixing_group=3, batch_size=128"),
+    ("--adam_epsilon=0", r"--adam_epsilon must be a number in \(0, inf\)\. Received: adam_epsilon=0\.0"),
     ("--augmentation=rrc", r"--augmentation must be one of .*random_resized_crop.*Received: augmentation='rrc'"),
     ("--image_size=0", r"--image_size must be a positive integer \(or unset\)\. Received: image_size=0"),
     ("--image_size=-32", r"--image_size must be a positive integer .*Received: image_size=-32"),

@@ -59,16 +59,6 @@ MODEL = dict(patch_size=8, hidden_size=96, num_layers=6, num_heads=4, mlp_dim=19
 SEED_EPOCH_STRIDE = 10_000
 
 
-def import_reference():
-    """`(timm, torch)` from `tests/reference.py`, or exits with a clear message when they are missing."""
-    try:
-        from tests.reference import timm, torch
-    except Exception as error:  # noqa: BLE001 - ImportError, or torchvision failing inside timm's import
-        sys.exit(f"deit_recipe.py needs timm and PyTorch (CPU), the test-only reference "
-                 f"(`pip install timm torch`): importing them failed: {type(error).__name__}: {error}")
-    return timm, torch
-
-
 def parse_args(argv=None):
     parser = common.make_parser(__doc__, NAME, seeds="0,1,2")
     parser.add_argument("--arms", type=common.choice_list("arms", ARMS), default=list(ARMS),
@@ -110,7 +100,7 @@ def parse_args(argv=None):
     if args.loader_workers is None:
         args.loader_workers = 0 if args.tiny else 1
     if "timm" in args.arms:
-        import_reference()
+        common.import_reference("deit_recipe.py")
     return args
 
 
@@ -399,7 +389,7 @@ def main(argv=None):
     started = time.perf_counter()
     timm = torch = None
     if "timm" in args.arms:
-        timm, torch = import_reference()
+        timm, torch = common.import_reference("deit_recipe.py")
         torch.set_num_threads(args.torch_threads)
     train_images, train_labels, test_images, test_labels, classes = load_slice(
         args.source_dir, args.train_size, args.test_size, IMAGE_SIZE)

@@ -63,16 +63,6 @@ TIMM_VIT_INIT = {"vit": "jax", "deit": ""}
 KERAS_EPSILON = 1e-7  # keras.optimizers.AdamW's default
 
 
-def import_reference():
-    """`(timm, torch)` from `tests/reference.py`, or exits with a clear message when they are missing."""
-    try:
-        from tests.reference import timm, torch
-    except Exception as error:  # noqa: BLE001 - ImportError, or torchvision failing inside timm's import
-        sys.exit(f"timm_parity.py needs timm and PyTorch (CPU), the test-only reference "
-                 f"(`pip install timm torch`): importing them failed: {type(error).__name__}: {error}")
-    return timm, torch
-
-
 def parse_args(argv=None):
     parser = common.make_parser(__doc__, NAME)
     parser.add_argument("--models", type=common.choice_list("models", MODELS), default=list(MODELS),
@@ -90,7 +80,7 @@ def parse_args(argv=None):
                         "OpenMP threads ran 30 times slower than one)")
     args = parser.parse_args(argv)
     common.check_arguments(parser, args)
-    import_reference()
+    common.import_reference("timm_parity.py")
     return args
 
 
@@ -252,7 +242,7 @@ def notes(args, steps, batch_size, train_size, test_size, described, torch, timm
 
 def main(argv=None):
     args = parse_args(argv)
-    timm, torch = import_reference()
+    timm, torch = common.import_reference("timm_parity.py")
     torch.set_num_threads(args.torch_threads)
     started = time.perf_counter()
     batch_size = common.TINY_BATCH if args.tiny else common.PRESET.batch_size

@@ -23,12 +23,13 @@ import functools
 
 import tensorflow as tf
 
-from keras_vit.preprocessing.checkpoints import CHECKPOINT_PREPROCESSING, EvalConfig
+from keras_vit.preprocessing.checkpoints import EvalConfig
 from keras_vit.preprocessing.evaluation import eval_transform
 from keras_vit.preprocessing.mixing import mix_batch
 from keras_vit.preprocessing.randaugment import parse_policy
 from keras_vit.preprocessing.sampling import repeated_augmentation_order
 from keras_vit.preprocessing.training import train_transform
+from keras_vit.weights.registry import known_checkpoint_key
 
 # The crop of each training image: ViT's inception crop, DeiT's (timm's) random resized
 # crop, or a plain resize; all but "none" flip half of the images horizontally.
@@ -261,7 +262,8 @@ def evaluation_transform(image_size, pretrained=None, eval_crop=None, channels=3
         channels: int. 1 for grayscale datasets: the transform's geometry, one channel.
         model: str or None. The model's name, for a short `pretrained` name.
     """
-    known = known_checkpoint_name(model, pretrained)
+    # The registry's own lookup (short names, any case); every known checkpoint has a transform.
+    known = known_checkpoint_key(model or "", pretrained)
     if known is None and eval_crop is None:
         return None
     if image_size[0] != image_size[1]:
@@ -275,14 +277,6 @@ def evaluation_transform(image_size, pretrained=None, eval_crop=None, channels=3
     if channels == 1:  # the transform makes RGB of a gray image by repeating its channel
         return lambda image: transform(image)[..., :1]
     return transform
-
-
-def known_checkpoint_name(model, pretrained):
-    """The `CHECKPOINT_PREPROCESSING` key that `--pretrained` means (short or any case), or None."""
-    if not isinstance(pretrained, str):
-        return None
-    wanted = (pretrained if "/" in pretrained else f"{model}/{pretrained}").lower()
-    return next((key for key in CHECKPOINT_PREPROCESSING if key.lower() == wanted), None)
 
 
 def make_eval_dataset(source, image_size, batch_size, drop_remainder=False, transform=None):

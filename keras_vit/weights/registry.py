@@ -168,11 +168,11 @@ KNOWN_CHECKPOINTS = {
 
 def known_checkpoint(variant, name):
     """Returns the `KnownCheckpoint` for `name` ("Variant/ckpt", or "ckpt" with `variant`), or None."""
-    key = _known_key(variant, name)
+    key = known_checkpoint_key(variant, name)
     return None if key is None else KNOWN_CHECKPOINTS[key]
 
 
-def _known_key(variant, name):
+def known_checkpoint_key(variant, name):
     """The `KNOWN_CHECKPOINTS` key that `name` means (case-insensitive), or None."""
     if not isinstance(name, str):
         return None
@@ -206,7 +206,7 @@ def find_checkpoint(weights, variant=None):
             "`weights` must be a checkpoint file path or a known checkpoint name. "
             f"Received: weights={weights!r} (of type {type(weights).__name__})"
         )
-    key = _known_key(variant or "", weights)
+    key = known_checkpoint_key(variant or "", weights)
     if key is not None:
         return key, KNOWN_CHECKPOINTS[key]
     own = [k for k in KNOWN_CHECKPOINTS if variant and k.split("/")[0].lower() == variant.lower()]

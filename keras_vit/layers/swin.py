@@ -37,6 +37,7 @@ from keras_vit.layers.validation import (
 )
 from keras_vit.layers.window_attention import (
     WindowAttention,
+    check_attention_terms,
     cyclic_shift,
     _check_shift,
     _check_static_map,
@@ -183,6 +184,12 @@ class SwinTransformerBlock(keras.layers.Layer):
             drawn outside the recomputed function (`call_with_remat`); refuses
             dropout and attention dropout, whose masks would be drawn anew.
             Defaults to `False`.
+        use_relative_position_bias: bool. Whether the window attention adds
+            its relative position bias `B` (Eq. 4); `False` for Table 4's
+            "no pos." and "abs. pos." rows. Defaults to `True`.
+        use_content_term: bool. Whether the window attention's logits include
+            the content term `q k^T / sqrt(d)`; `False` for Table 4's "rel.
+            pos. w/o app." row. Defaults to `True`.
         **kwargs: Base layer arguments.
 
     Call arguments:
@@ -205,11 +212,14 @@ class SwinTransformerBlock(keras.layers.Layer):
         layer_norm_epsilon=1e-5,
         kernel_initializer=None,
         remat=False,
+        use_relative_position_bias=True,
+        use_content_term=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_positive_int(num_heads, "num_heads")
         check_bool(remat, "remat")
+        check_attention_terms(use_relative_position_bias, use_content_term)
         check_remat_without_dropout(remat, dropout_rate, attention_dropout_rate)
         window = to_pair(window_size, "window_size")
         shift = _check_shift(shift_size)
@@ -241,6 +251,8 @@ class SwinTransformerBlock(keras.layers.Layer):
             kernel_initializer or _swin_initializer()
         )
         self.remat = remat
+        self.use_relative_position_bias = use_relative_position_bias
+        self.use_content_term = use_content_term
 
     def build(self, input_shape):
         resolution = _check_static_map(input_shape, "SwinTransformerBlock")
@@ -267,6 +279,8 @@ class SwinTransformerBlock(keras.layers.Layer):
             attention_dropout_rate=self.attention_dropout_rate,
             dropout_rate=self.dropout_rate,
             kernel_initializer=self.kernel_initializer,
+            use_relative_position_bias=self.use_relative_position_bias,
+            use_content_term=self.use_content_term,
             dtype=self.dtype_policy,
             name="attention",
         )
@@ -341,6 +355,8 @@ class SwinTransformerBlock(keras.layers.Layer):
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "remat": self.remat,
+                "use_relative_position_bias": self.use_relative_position_bias,
+                "use_content_term": self.use_content_term,
             }
         )
         return with_quantized_dtypes(self, config)

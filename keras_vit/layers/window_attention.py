@@ -1,7 +1,8 @@
 """Window attention of the Swin Transformer (Liu et al. 2021, Sec. 3.2) and its window geometry.
 
 Attention within M x M windows with a learned relative position bias (Eq. 4),
-and the numpy constants it needs: the relative position index, the windows and
+either term of which can be left out for the paper's Table 4 ablation, and the
+numpy constants it needs: the relative position index, the windows and
 shift of a stage (timm's rule: a stage not larger than the window gets a window
 of its own size and no shift), the mask that keeps regions apart after the
 cyclic shift (`cyclic_shift`), and where each window token lies on the map
@@ -17,7 +18,7 @@ from keras import ops
 from keras_vit.layers.attention import _AttentionBase, _merge_heads
 from keras_vit.layers.dtype_policies import resolve_dtype_policies, with_quantized_dtypes
 from keras_vit.layers.token_dense import dense_on_tokens
-from keras_vit.layers.validation import check_rate, to_pair
+from keras_vit.layers.validation import check_bool, check_rate, to_pair
 
 # Added to the logits of token pairs from different regions after the cyclic
 # shift (`shifted_window_mask`): -100, the value of Microsoft's reference and of
@@ -55,6 +56,23 @@ def _check_shift(shift_size):
             f"Received: shift_size={shift_size!r}"
         )
     return pair
+
+
+def check_attention_terms(use_relative_position_bias, use_content_term):
+    """Checks which of the two logit terms of Swin Eq. 4 a window attention keeps.
+
+    Raises:
+        ValueError: for a non-bool, or for both terms off (the logits would be
+            the mask alone: a uniform average over each region, no attention).
+    """
+    check_bool(use_relative_position_bias, "use_relative_position_bias")
+    check_bool(use_content_term, "use_content_term")
+    if not (use_relative_position_bias or use_content_term):
+        raise ValueError(
+            "Window attention needs at least one of its logit terms, the content "
+            "term q k^T / sqrt(d) or the relative position bias B. Received: "
+            "use_relative_position_bias=False, use_content_term=False"
+        )
 
 
 def relative_position_index(window_size):
@@ -205,17 +223,32 @@ class WindowAttention(_AttentionBase):
     `build()`. An additive mask per window (the shifted windows' one, see
     `shifted_window_mask`) can be passed at call time.
 
+    Either logit term can be dropped, for the position rows of Table 4:
+    without the bias (`use_relative_position_bias=False`, "no pos." and
+    "abs. pos.") the layer is plain window attention with no table; without
+    the content term (`use_content_term=False`, "rel. pos. w/o app.", "app."
+    being the paper's name for the first, scaled dot-product term of Eq. 4)
+    the weights are `SoftMax(B [+ mask])`, the same for every image, and the
+    layer projects only the values (a `value` projection replaces `qkv`:
+    queries and keys would have no use).
+
     Args:
         num_heads: int. Number of heads; must divide the width.
         window_size: int or tuple of 2 ints. `(Mh, Mw)`; the input holds
             `Mh * Mw` tokens per window.
-        qkv_bias: bool. Whether the fused qkv projection has a bias. Defaults
-            to `True`.
+        qkv_bias: bool. Whether the fused qkv projection (or the value
+            projection, without the content term) has a bias. Defaults to
+            `True`.
         attention_dropout_rate: float. Dropout on the attention probabilities.
             Defaults to 0.
         dropout_rate: float. Dropout after the output projection. Defaults to 0.
         kernel_initializer: Initializer of the projections. Defaults to a
             truncated normal with standard deviation 0.02 (the reference's).
+        use_relative_position_bias: bool. Add the learned relative position
+            bias `B` to the logits. Defaults to `True` (Swin's).
+        use_content_term: bool. Include the content (appearance) term
+            `Q K^T / sqrt(d)` in the logits. Defaults to `True` (Swin's). At
+            least one of the two terms must be kept.
         **kwargs: Base layer arguments.
 
     Call arguments:
@@ -236,6 +269,8 @@ class WindowAttention(_AttentionBase):
         attention_dropout_rate=0.0,
         dropout_rate=0.0,
         kernel_initializer=None,
+        use_relative_position_bias=True,
+        use_content_term=True,
         **kwargs,
     ):
         super().__init__(
@@ -245,9 +280,12 @@ class WindowAttention(_AttentionBase):
             **kwargs,
         )
         check_rate(dropout_rate, "dropout_rate")
+        check_attention_terms(use_relative_position_bias, use_content_term)
         self.window_size = to_pair(window_size, "window_size")
         self.qkv_bias = qkv_bias
         self.dropout_rate = dropout_rate
+        self.use_relative_position_bias = use_relative_position_bias
+        self.use_content_term = use_content_term
 
     def build(self, input_shape):
         hidden_size = self._check_width(input_shape)
@@ -258,15 +296,23 @@ class WindowAttention(_AttentionBase):
                 f"{num_tokens} tokens per window. Received: input_shape={tuple(input_shape)}"
             )
         self.head_dim = hidden_size // self.num_heads
-        self.relative_position_index = relative_position_index(self.window_size)
-        table_size = (2 * self.window_size[0] - 1) * (2 * self.window_size[1] - 1)
-        self.relative_position_bias_table = self.add_weight(
-            shape=(table_size, self.num_heads),
-            initializer=_swin_initializer(),
-            name="relative_position_bias_table",
-        )
-        self.qkv = self._dense(3 * hidden_size, "qkv", self.qkv_bias, fused_parts=3)
-        self.qkv.build(input_shape)
+        self.relative_position_index = None
+        self.relative_position_bias_table = None
+        if self.use_relative_position_bias:
+            self.relative_position_index = relative_position_index(self.window_size)
+            table_size = (2 * self.window_size[0] - 1) * (2 * self.window_size[1] - 1)
+            self.relative_position_bias_table = self.add_weight(
+                shape=(table_size, self.num_heads),
+                initializer=_swin_initializer(),
+                name="relative_position_bias_table",
+            )
+        self.qkv = self.value = None
+        if self.use_content_term:
+            self.qkv = self._dense(3 * hidden_size, "qkv", self.qkv_bias, fused_parts=3)
+            self.qkv.build(input_shape)
+        else:
+            self.value = self._dense(hidden_size, "value", self.qkv_bias)
+            self.value.build(input_shape)
         self.out = self._dense(hidden_size, "out")
         self.out.build(input_shape)
         self.attention_dropout = keras.layers.Dropout(
@@ -277,6 +323,11 @@ class WindowAttention(_AttentionBase):
 
     def relative_position_bias(self):
         """`B` of Eq. 4, shape `(heads, Mh * Mw, Mh * Mw)`, in float32."""
+        if not self.use_relative_position_bias:
+            raise ValueError(
+                "This WindowAttention has no relative position bias. Received: "
+                "use_relative_position_bias=False"
+            )
         num_tokens = self.relative_position_index.shape[0]
         bias = ops.take(
             ops.cast(self.relative_position_bias_table, "float32"),
@@ -287,6 +338,8 @@ class WindowAttention(_AttentionBase):
 
     def compute_attention(self, query, key, attention_mask=None):
         """Probabilities `softmax(q k^T / sqrt(d) + B [+ mask])`, in float32.
+
+        Without `use_relative_position_bias`, `softmax(q k^T / sqrt(d) [+ mask])`.
 
         Args:
             query: Tensor `(batch * num_windows, heads, N, head_dim)`.
@@ -301,25 +354,57 @@ class WindowAttention(_AttentionBase):
         # Softmax in float32 with the bias and mask: bfloat16 would round the
         # bias differences between neighbouring offsets away.
         logits = ops.cast(logits, "float32")
-        bias = self.relative_position_bias()
+        bias = self.relative_position_bias() if self.use_relative_position_bias else None
         if attention_mask is None:
-            return ops.softmax(logits + bias[None], axis=-1)
+            return ops.softmax(logits if bias is None else logits + bias[None], axis=-1)
         # Bias and mask summed first, `(windows, heads, N, N)`: one pass over the
         # logits instead of two.
         mask = ops.convert_to_tensor(attention_mask, "float32")
-        bias = mask[:, None] + bias[None]
+        bias = mask[:, None] if bias is None else mask[:, None] + bias[None]
         num_windows, num_tokens = mask.shape[0], logits.shape[-1]
         logits = ops.reshape(logits, (-1, num_windows, self.num_heads, num_tokens, num_tokens)) + bias[None]
         logits = ops.reshape(logits, (-1, self.num_heads, num_tokens, num_tokens))
         return ops.softmax(logits, axis=-1)
 
+    def position_attention(self, value, attention_mask=None):
+        """Probabilities `softmax(B [+ mask])` of the attention without content term, in float32.
+
+        The same for every image: computed once per window position, then
+        broadcast over the batch by adding zeros shaped like `value` (whose
+        batch size may be unknown until called).
+
+        Args:
+            value: Tensor `(batch * num_windows, heads, N, head_dim)`.
+            attention_mask: None or array `(num_windows, N, N)`.
+
+        Returns:
+            Tensor `(batch * num_windows, heads, N, N)`.
+        """
+        bias = self.relative_position_bias()[None]
+        if attention_mask is not None:
+            bias = ops.convert_to_tensor(attention_mask, "float32")[:, None] + bias
+        probs = ops.softmax(bias, axis=-1)
+        num_windows, num_tokens = probs.shape[0], probs.shape[-1]
+        zeros = ops.zeros_like(ops.cast(value[:, :1, :1, :1], "float32"))
+        probs = ops.reshape(zeros, (-1, num_windows, 1, 1, 1)) + probs[None]
+        return ops.reshape(probs, (-1, self.num_heads, num_tokens, num_tokens))
+
     def call(self, tokens, attention_mask=None, training=None, return_attention_scores=False):
+        if not self.use_content_term:
+            value = dense_on_tokens(self.value, tokens)
+            value = ops.reshape(value, (-1, tokens.shape[1], self.num_heads, self.head_dim))
+            value = ops.transpose(value, (0, 2, 1, 3))
+            probs = self.position_attention(value, attention_mask)
+            return self._project(probs, value, training, return_attention_scores)
         # q, k and v along a leading axis: taking them apart is free and its
         # gradient one concatenation, where slicing the heads axis of a
         # `(windows, 3 * heads, N, d)` tensor costs zero-padded copies backward.
         qkv = ops.reshape(dense_on_tokens(self.qkv, tokens), (-1, tokens.shape[1], 3, self.num_heads, self.head_dim))
         query, key, value = ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)), 3, axis=0)
         probs = self.compute_attention(query, key, attention_mask)
+        return self._project(probs, value, training, return_attention_scores)
+
+    def _project(self, probs, value, training, return_attention_scores):
         x = _merge_heads(self._attend(probs, value, training))
         x = self.dropout(dense_on_tokens(self.out, x), training=training)
         return (x, probs) if return_attention_scores else x
@@ -331,6 +416,8 @@ class WindowAttention(_AttentionBase):
                 "window_size": self.window_size,
                 "qkv_bias": self.qkv_bias,
                 "dropout_rate": self.dropout_rate,
+                "use_relative_position_bias": self.use_relative_position_bias,
+                "use_content_term": self.use_content_term,
             }
         )
         return with_quantized_dtypes(self, config)

@@ -20,6 +20,12 @@ lists every weight with its transform; stages `i` and blocks `j` count from 0 in
 - `absolute_position_embedding` -> none in timm 1.0.31; Microsoft's
   `absolute_pos_embed` (`ape=True`), shaped `(1, H * W, C)` there.
 
+The ablations of Table 4 change the weights: `position_embedding="none"` or
+`"absolute"` drops every `relative_position_bias_table`, and
+`"relative_without_content"` replaces each `attention/qkv` by an
+`attention/value` projection of a third of its width (no queries or keys), which
+no checkpoint holds. `shifted_windows=False` changes no weight.
+
 timm's relative position indices and attention masks are buffers, not weights;
 here they are constants of the blocks. Microsoft's original checkpoints put the
 merging at the end of stage `i - 1` (`layers.{i-1}.downsample`) and name the
@@ -50,6 +56,13 @@ from keras_vit.models.common import (
 )
 
 SWIN_POOLINGS = ("avg", None)
+
+# The position terms of Swin Table 4, in the table's order; "relative" (Eq. 4's
+# bias beside the content term) is Swin's own. "absolute" is ViT's learned
+# embedding added after the patch embedding (the reference's `ape`), and
+# "relative_without_content" drops the content ("app.") term q k^T / sqrt(d)
+# from the logits, leaving softmax(B [+ mask]).
+SWIN_POSITION_EMBEDDINGS = ("none", "absolute", "absolute+relative", "relative_without_content", "relative")
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -101,9 +114,42 @@ def check_stage_sizes(depths, num_heads, embed_dim):
     return depths, num_heads
 
 
+def position_terms(position_embedding, absolute_position_embedding=False):
+    """Which position terms a Swin model has, for its `position_embedding` (Swin Table 4).
+
+    Args:
+        position_embedding: str. One of `SWIN_POSITION_EMBEDDINGS`.
+        absolute_position_embedding: bool. The builder's older switch for the
+            absolute embedding, added to what `position_embedding` selects.
+
+    Returns:
+        A dict of three bools: `absolute` (a learned embedding after the patch
+        embedding), `relative_bias` (`B` in every window attention) and
+        `content` (`q k^T / sqrt(d)` in every window attention).
+
+    Raises:
+        ValueError: for an unknown `position_embedding`, a non-bool
+            `absolute_position_embedding`, or `absolute_position_embedding=True`
+            with `position_embedding="none"`.
+    """
+    check_choice(position_embedding, "position_embedding", SWIN_POSITION_EMBEDDINGS)
+    check_bool(absolute_position_embedding, "absolute_position_embedding")
+    if absolute_position_embedding and position_embedding == "none":
+        raise ValueError(
+            "`absolute_position_embedding=True` adds a position embedding, which "
+            "`position_embedding='none'` rules out; use position_embedding='absolute'. "
+            f"Received: absolute_position_embedding=True, position_embedding={position_embedding!r}"
+        )
+    return {
+        "absolute": absolute_position_embedding or position_embedding in ("absolute", "absolute+relative"),
+        "relative_bias": position_embedding in ("absolute+relative", "relative_without_content", "relative"),
+        "content": position_embedding != "relative_without_content",
+    }
+
+
 def _check_swin_args(
     image_size, patch_size, num_channels, window_size, mlp_ratio, qkv_bias,
-    absolute_position_embedding, rates, pooling, include_top, preprocessing, remat,
+    rates, pooling, include_top, preprocessing, remat,
 ):
     received = f"image_size={image_size!r}, patch_size={patch_size!r}"
     image_size = to_pair(image_size, "image_size")
@@ -120,7 +166,6 @@ def _check_swin_args(
     if isinstance(mlp_ratio, bool) or not isinstance(mlp_ratio, (int, float)) or mlp_ratio <= 0:
         raise ValueError(f"`mlp_ratio` must be a positive number. Received: mlp_ratio={mlp_ratio!r}")
     check_bool(qkv_bias, "qkv_bias")
-    check_bool(absolute_position_embedding, "absolute_position_embedding")
     check_rates(**rates)
     check_choice(pooling, "pooling", SWIN_POOLINGS)
     if pooling is None and include_top:
@@ -144,6 +189,8 @@ def SwinTransformer(
     mlp_ratio=4.0,
     qkv_bias=True,
     absolute_position_embedding=False,
+    shifted_windows=True,
+    position_embedding="relative",
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
     drop_path_rate=0.1,
@@ -167,6 +214,8 @@ def SwinTransformer(
     stage but the first. A final LayerNorm, global average pooling and a linear
     head follow (Sec. 3.3). Any image size of at least one patch works: the
     patch embedding, the blocks and the merging pad at the bottom/right as needed.
+    `shifted_windows` and `position_embedding` build the variants of the
+    paper's ablation (Table 4); their defaults build Swin itself.
 
     Args:
         image_size: int or tuple `(height, width)`. Input size; non-square
@@ -182,8 +231,26 @@ def SwinTransformer(
         mlp_ratio: float. MLP hidden width over the block width. Defaults to 4.
         qkv_bias: bool. Bias of the qkv projections. Defaults to `True`.
         absolute_position_embedding: bool. Add a learned `(H/P, W/P, C)`
-            embedding after the patch embedding (the reference's `ape`).
-            Defaults to `False`.
+            embedding after the patch embedding (the reference's `ape`), on
+            top of what `position_embedding` selects: with the default
+            `"relative"` this is `"absolute+relative"`. Not with
+            `position_embedding="none"`. Defaults to `False`.
+        shifted_windows: bool. Shift the windows of every second block by
+            `window_size // 2` (SW-MSA, Sec. 3.2). `False` is Table 4's "w/o
+            shifting": every block partitions the map into the same regular
+            windows, with no cyclic shift and no mask, so no information
+            crosses a window border within a stage. Defaults to `True`.
+        position_embedding: str. The position terms (Table 4): `"none"`;
+            `"absolute"`, ViT's learned absolute embedding added after the
+            patch embedding (truncated normal, std 0.02, then the embedding
+            dropout, as the reference's `ape`; a checkpoint's is resampled
+            bicubically to another image size), with no relative bias;
+            `"absolute+relative"`, both; `"relative_without_content"`, the
+            relative position bias alone, the attention being
+            `SoftMax(B [+ mask]) V` without the content ("app.") term
+            `Q K^T / sqrt(d)`, and so without query and key projections; or
+            `"relative"`, Swin's `SoftMax(Q K^T / sqrt(d) + B) V` (Eq. 4).
+            Defaults to `"relative"`.
         dropout_rate: float. Dropout after the embedding, the attention
             projections and the MLP layers. Defaults to 0.
         attention_dropout_rate: float. Dropout on attention. Defaults to 0.
@@ -232,12 +299,13 @@ def SwinTransformer(
     depths, num_heads = check_stage_sizes(depths, num_heads, embed_dim)
     image_size, patch_size, window_size = _check_swin_args(
         image_size, patch_size, num_channels, window_size, mlp_ratio, qkv_bias,
-        absolute_position_embedding,
         dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
              drop_path_rate=drop_path_rate),
         pooling, include_top, preprocessing, remat,
     )
     check_model_args(num_classes, include_top, None, classifier_activation, dtype, remat, weights, name)
+    check_bool(shifted_windows, "shifted_windows")
+    terms = position_terms(position_embedding, absolute_position_embedding)
     check_bool(return_stages, "return_stages")
     if return_stages and include_top:
         raise ValueError(
@@ -248,12 +316,12 @@ def SwinTransformer(
     images, x = image_input(image_size, num_channels, dtype)
     x = preprocess(x, preprocessing, num_channels, dtype)
     x = SwinPatchEmbedding(embed_dim, patch_size, dtype=dtype, name="patch_embed")(x)
-    if absolute_position_embedding:
+    if terms["absolute"]:
         x = AbsolutePositionEmbedding(dtype=dtype, name="absolute_position_embedding")(x)
     x = keras.layers.Dropout(dropout_rate, dtype=dtype, name="embedding_dropout")(x)
     total_blocks, block_index = sum(depths), 0
     stage_outputs = {}
-    shift = tuple(w // 2 for w in window_size)
+    shift = tuple(w // 2 for w in window_size) if shifted_windows else 0
     for stage, (depth, heads) in enumerate(zip(depths, num_heads)):
         if stage > 0:
             x = PatchMerging(dtype=dtype, name=f"stage_{stage}_downsample")(x)
@@ -270,6 +338,8 @@ def SwinTransformer(
                 attention_dropout_rate=attention_dropout_rate,
                 drop_path_rate=rate,
                 remat=remat,
+                use_relative_position_bias=terms["relative_bias"],
+                use_content_term=terms["content"],
                 dtype=dtype,
                 name=f"stage_{stage}_block_{index}",
             )(x)

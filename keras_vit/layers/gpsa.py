@@ -15,7 +15,7 @@ from keras import ops
 
 from keras_vit.layers.attention import _AttentionBase, _merge_heads, _split_heads
 from keras_vit.layers.token_dense import dense_on_tokens
-from keras_vit.layers.validation import to_pair
+from keras_vit.layers.validation import check_bool, to_pair
 
 
 def relative_offsets(grid_size):
@@ -99,7 +99,8 @@ class GPSA(_AttentionBase):
           + sigma(lambda_h) softmax(v_pos^h r_ij)`, normalized over keys, then
     `GPSA_h(X) = A^h X W_val^h`. The relative encodings `r_ij` are fixed and
     computed once in `build()` for the patch grid (non-square grids included);
-    `v_pos^h` and the gates `lambda_h` are learned, the gates initialized to 1.
+    `v_pos^h` and the gates `lambda_h` are learned, the gates initialized to 1
+    (ConViT Sec. 3).
 
     Tokens given as a grid `(batch, rows, cols, width)` carry their grid with
     them: `r_ij` is then computed for that grid, whatever its size (a model of
@@ -110,6 +111,11 @@ class GPSA(_AttentionBase):
     With `use_local_init`, the layer starts as a convolution (ConViT Sec. 3):
     `W_val` is the identity and `v_pos` centres each head on one position of a
     `sqrt(N_h) x sqrt(N_h)` kernel with sharpness `locality_strength`.
+
+    ConViT's ablations (Table 3) freeze parts of the layer: `train_gating=False`
+    fixes every gate at `lambda_h = 0` (row (b)), and the base layer argument
+    `trainable=False` freezes all of its weights at their initialization
+    (rows (f) and (g)).
 
     Args:
         num_heads: int. Number of heads; a perfect square with `use_local_init`.
@@ -124,6 +130,11 @@ class GPSA(_AttentionBase):
         attention_dropout_rate: float. Dropout on the attention. Defaults to 0.
         kernel_initializer: Initializer of the q/k/v and output projections.
             Defaults to `"glorot_uniform"`.
+        train_gating: bool. Whether the gates `lambda_h` are learned (from 1)
+            or a non-trainable weight fixed at 0, so that every head pays
+            `sigma(0) = 1/2` of its attention to content and half to position
+            (ConViT Table 3 (b), footnote 3: "we freeze all gating parameters
+            to lambda = 0"). Defaults to `True`.
         **kwargs: Base layer arguments.
 
     Call arguments:
@@ -146,13 +157,16 @@ class GPSA(_AttentionBase):
         qk_bias=False,
         attention_dropout_rate=0.0,
         kernel_initializer="glorot_uniform",
+        train_gating=True,
         **kwargs,
     ):
         super().__init__(num_heads, attention_dropout_rate, kernel_initializer, **kwargs)
+        check_bool(train_gating, "train_gating")
         self.grid_size = to_pair(grid_size, "grid_size")
         self.locality_strength = float(locality_strength)
         self.use_local_init = use_local_init
         self.qk_bias = qk_bias
+        self.train_gating = train_gating
         if use_local_init:
             # Fails early, with the message, for a non-square head count.
             local_init_kernel(num_heads, self.locality_strength)
@@ -182,7 +196,10 @@ class GPSA(_AttentionBase):
         )
         self.pos_proj.build((None, 3))
         self.gating = self.add_weight(
-            shape=(self.num_heads,), initializer="ones", name="gating"
+            shape=(self.num_heads,),
+            initializer="ones" if self.train_gating else "zeros",
+            trainable=self.train_gating,
+            name="gating",
         )
         self.attention_dropout = keras.layers.Dropout(
             self.attention_dropout_rate, dtype=self.dtype_policy
@@ -192,6 +209,12 @@ class GPSA(_AttentionBase):
             self.pos_proj.kernel.assign(
                 local_init_kernel(self.num_heads, self.locality_strength)
             )
+        if not self.trainable:
+            # `trainable=False` given to the constructor freezes only the
+            # variables that exist then; the sublayers built here would keep
+            # trainable variables, which a parent layer would still train.
+            for layer in (self.qk, self.v, self.out, self.pos_proj):
+                layer.trainable = False
 
     def _offsets(self, tokens):
         """`r_ij` for the grid of `tokens`: the built one for a sequence."""
@@ -256,6 +279,7 @@ class GPSA(_AttentionBase):
                 "locality_strength": self.locality_strength,
                 "use_local_init": self.use_local_init,
                 "qk_bias": self.qk_bias,
+                "train_gating": self.train_gating,
             }
         )
         return config

@@ -1,7 +1,10 @@
 """ConViT: a ViT whose first blocks use gated positional self-attention (d'Ascoli et al. 2021)."""
 
+import keras
+
+from keras_vit.layers.gpsa import GPSA
 from keras_vit.layers.transformer import TransformerBlock
-from keras_vit.layers.validation import check_non_negative_float
+from keras_vit.layers.validation import check_bool, check_non_negative_float
 from keras_vit.models.common import patch_grid
 from keras_vit.models.skeleton import EncoderConfig, Family, build_encoder_model
 
@@ -16,6 +19,8 @@ def ConViT(
     mlp_dim=1728,
     num_gpsa_layers=10,
     locality_strength=1.0,
+    train_gating=True,
+    train_gpsa_attention=True,
     num_classes=1000,
     include_top=True,
     pooling="token",
@@ -43,6 +48,18 @@ def ConViT(
     inserted after the last GPSA block and the remaining blocks are ordinary
     self-attention. The q/k/v projections have no bias, as in the reference.
 
+    The ablations of ConViT Table 3 (and Fig. 8 and 12) are arguments, the
+    table's columns: "Train gating" is `train_gating`, "Conv init" is
+    `locality_strength > 0`, "GPSA" is `num_gpsa_layers > 0` and "Train
+    attention" is `train_gpsa_attention`. Row (b) is `train_gating=False`,
+    (c) `locality_strength=0`, (d) both, (e) `num_gpsa_layers=0`, (f)
+    `train_gpsa_attention=False, locality_strength=0` (frozen at a random
+    initialization) and (g) `train_gpsa_attention=False` (frozen at the
+    convolutional one), the labels of the paper's text (Sec. 4): its table
+    prints (f) and (g) the other way round, with the same accuracies for the
+    same settings (73.7% frozen at random, 78.6% at the convolutional
+    initialization).
+
     Args:
         image_size: int or tuple `(height, width)`; non-square works.
             Defaults to 224.
@@ -54,9 +71,31 @@ def ConViT(
             Defaults to 9.
         mlp_dim: int. Defaults to 1728 (4 D).
         num_gpsa_layers: int. Number of leading GPSA blocks, in
-            `[0, num_layers]` (`num_layers` needs `pooling="gap"`). Defaults to 10.
+            `[0, num_layers]` (`num_layers` needs `pooling="gap"`; Fig. 8
+            varies it). `0` is Table 3 (e), a DeiT of the same size as the
+            reference code builds it (`local_up_to_layer=0`): the class token
+            joins before the first block, after the embedding dropout and
+            without a position embedding of its own (a DeiT adds one to it,
+            which reparametrizes the same learned vector), and the q/k/v
+            projections have no bias (a DeiT's have one). Defaults to 10.
         locality_strength: float. `alpha` of the convolutional initialization
-            (Eq. 5); `0` switches that initialization off. Defaults to 1.
+            (Eq. 5; Fig. 8 varies it). `0` switches that initialization off
+            (Table 3 (c)): `W_val` and `v_pos` then start random like every
+            other kernel, the reference's `use_local_init=False` (the
+            reference's `locality_strength=0` alone would keep `W_val = I`
+            and zero `v_pos`). Defaults to 1.
+        train_gating: bool. `False` freezes the gating parameters of every
+            GPSA block at `lambda_h = 0`, half of the attention on content and
+            half on position (Table 3 (b), footnote 3): the gates become
+            non-trainable weights. Defaults to `True`.
+        train_gpsa_attention: bool. `False` freezes all the attention weights
+            of the GPSA blocks (`W_qry`, `W_key`, `W_val`, the output
+            projection, `v_pos` and the gates) at their initialization, so
+            that only the patch embedding, the position embeddings, the class
+            token, the LayerNorms, the MLPs, the self-attention blocks and
+            the head train (Table 3 (f) and (g)). The gates then stay at their
+            initial `lambda_h = 1` (at 0 with `train_gating=False`). Defaults
+            to `True`.
         num_classes, include_top, pooling, representation_size,
         classifier_activation, dropout_rate, attention_dropout_rate,
         drop_path_rate, dtype, remat, weights, name: as in `VisionTransformer`.
@@ -100,12 +139,21 @@ def ConViT(
         )
     # 0 disables the convolutional initialization.
     check_non_negative_float(locality_strength, "locality_strength")
+    check_bool(train_gating, "train_gating")
+    check_bool(train_gpsa_attention, "train_gpsa_attention")
     grid_size = patch_grid(config.image_size, config.patch_size, dynamic_padding)
     init = config.init
+    # The default model keeps plain TransformerBlocks, so that its saved
+    # configuration is the one it has always had.
+    ablated = not (train_gating and train_gpsa_attention)
 
     def make_block(index):
         use_gpsa = index < num_gpsa_layers
-        return TransformerBlock(
+        block, switches = TransformerBlock, {}
+        if use_gpsa and ablated:
+            block = GPSAAblationBlock
+            switches = {"train_gating": train_gating, "train_attention": train_gpsa_attention}
+        return block(
             num_heads,
             mlp_dim,
             dropout_rate=dropout_rate,
@@ -121,6 +169,7 @@ def ConViT(
             dtype=dtype,
             remat=remat,
             name=f"encoderblock_{index}",
+            **switches,
         )
 
     family = Family(
@@ -133,3 +182,60 @@ def ConViT(
         grid_blocks=num_gpsa_layers if dynamic_image_size else 0,
     )
     return build_encoder_model(config, family)
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class GPSAAblationBlock(TransformerBlock):
+    """A GPSA `TransformerBlock` with the switches of ConViT's ablation (Table 3).
+
+    The `ConViT` builder uses it for its GPSA blocks when a switch is off, and
+    plain `TransformerBlock`s otherwise. The switches are arguments, kept in
+    the configuration, so that the frozen weights stay frozen after a
+    `.keras` round trip.
+
+    Args:
+        num_heads: int. As in `TransformerBlock`.
+        mlp_dim: int. As in `TransformerBlock`.
+        train_gating: bool. `False` fixes the gates at `lambda_h = 0`, a
+            non-trainable weight (`GPSA`'s `train_gating`; Table 3 (b)).
+            Defaults to `True`.
+        train_attention: bool. `False` makes every weight of the GPSA layer
+            non-trainable, frozen at its initialization (Table 3 (f), (g));
+            the LayerNorms and the MLP still train. Defaults to `True`.
+        **kwargs: `TransformerBlock` arguments; `use_gpsa` must be `True`.
+    """
+
+    def __init__(self, num_heads, mlp_dim, train_gating=True, train_attention=True, **kwargs):
+        check_bool(train_gating, "train_gating")
+        check_bool(train_attention, "train_attention")
+        # Set before the base constructor, which makes a GPSA to check its arguments.
+        self.train_gating = train_gating
+        self.train_attention = train_attention
+        super().__init__(num_heads, mlp_dim, **kwargs)
+        if not self.use_gpsa:
+            raise ValueError(
+                "GPSAAblationBlock switches parts of a GPSA layer, so it needs "
+                f"use_gpsa=True. Received: use_gpsa={self.use_gpsa!r}"
+            )
+
+    def _make_attention(self):
+        # TransformerBlock's GPSA, with the two switches.
+        return GPSA(
+            num_heads=self.num_heads,
+            grid_size=self.grid_size,
+            locality_strength=self.locality_strength,
+            use_local_init=self.use_local_init,
+            qk_bias=self.qkv_bias,
+            attention_dropout_rate=self.attention_dropout_rate,
+            kernel_initializer=self.kernel_initializer,
+            train_gating=self.train_gating,
+            # Keras' own freeze: every weight the layer creates is non-trainable.
+            trainable=self.train_attention,
+            dtype=self.dtype_policy,
+            name="attention",
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"train_gating": self.train_gating, "train_attention": self.train_attention})
+        return config

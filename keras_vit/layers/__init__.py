@@ -7,8 +7,9 @@ from keras_vit.layers.image_check import ImageShapeCheck
 from keras_vit.layers.patching import PatchEncoder, Patches
 from keras_vit.layers.normalization import LayerNormalization
 from keras_vit.layers.pooling import ClassTokenPooling, SeparableMaxPooling2D
-from keras_vit.layers.position import AbsolutePositionEmbedding
+from keras_vit.layers.position import AbsolutePositionEmbedding, TokenPositionEmbedding
 from keras_vit.layers.pyramid import PatchTokenMap, SimpleFeaturePyramidLevel
+from keras_vit.layers.relative_attention import RelativeSelfAttention
 from keras_vit.layers.swin import (
     PatchMerging,
     SwinPatchEmbedding,
@@ -34,6 +35,7 @@ __all__ = [
     "PatchMerging",
     "PatchTokenMap",
     "Patches",
+    "RelativeSelfAttention",
     "ResNetStage",
     "SeparableMaxPooling2D",
     "SimpleFeaturePyramidLevel",
@@ -41,6 +43,7 @@ __all__ = [
     "StochasticDepth",
     "SwinPatchEmbedding",
     "SwinTransformerBlock",
+    "TokenPositionEmbedding",
     "TransformerBlock",
     "WindowAttention",
 ]

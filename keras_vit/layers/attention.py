@@ -130,6 +130,11 @@ class MultiHeadSelfAttention(_AttentionBase):
             return the probabilities, shape `(batch, heads, length, length)`.
     """
 
+    # Whether `call` may take the fused path, `ops.dot_product_attention`, which
+    # computes `softmax(q k^T)` only: a subclass that overrides
+    # `compute_attention` with other logits sets it to False.
+    _fused_attention = True
+
     def __init__(
         self,
         num_heads,
@@ -178,7 +183,11 @@ class MultiHeadSelfAttention(_AttentionBase):
 
     def call(self, tokens, training=None, return_attention_scores=False):
         query, key, value = self._qkv(tokens)
-        explicit = return_attention_scores or (training and self.attention_dropout_rate > 0)
+        explicit = (
+            not self._fused_attention
+            or return_attention_scores
+            or (training and self.attention_dropout_rate > 0)
+        )
         if explicit:
             probs = self.compute_attention(query, key)
             x = _merge_heads(self._attend(probs, ops.transpose(value, (0, 2, 1, 3)), training))

@@ -16,7 +16,13 @@ import keras
 from keras import ops
 
 from keras_vit.layers.dtype_policies import resolve_dtype_policies, with_quantized_dtypes
-from keras_vit.layers.position import check_interpolation, resample_grid
+from keras_vit.layers.position import (
+    add_grid_weights,
+    check_grid_layout,
+    check_interpolation,
+    grid_of_weights,
+    resample_grid,
+)
 from keras_vit.layers.token_dense import dense_on_tokens
 from keras_vit.layers.validation import check_bool, check_positive_int, to_pair
 
@@ -143,9 +149,11 @@ class Patches(keras.layers.Layer):
 class PatchEncoder(keras.layers.Layer):
     """Projects flattened patches to the model width and adds position embeddings.
 
-    The learned 1D position embeddings of the ViT (Sec. 3.1, App. D.4) are stored
+    The learned 1D position embeddings of the ViT (Sec. 3.1, App. D.3) are stored
     as a `(grid_h, grid_w, hidden_size)` grid, so that non-square grids keep their
-    layout when they are resampled to another resolution.
+    layout when they are resampled to another resolution. The 2D ones of App.
+    D.3 (`position_layout="learned_2d"`) are an X and a Y table of D / 2 each
+    (see `keras_vit.layers.position.GRID_LAYOUTS`).
 
     With `dynamic_grid`, a patch grid of another size than the stored one is
     accepted and the embeddings are resampled to it in the call (timm's
@@ -156,6 +164,13 @@ class PatchEncoder(keras.layers.Layer):
         hidden_size: int. Width D of the transformer.
         use_position_embedding: bool. Whether to add learned position embeddings.
             Defaults to `True`.
+        position_layout: str. Their layout, one of
+            `keras_vit.layers.position.GRID_LAYOUTS`: `"learned_1d"` (one
+            embedding per patch, the weight `position_embedding`) or
+            `"learned_2d"` (the weights `position_embedding_x`, `(grid_w,
+            D / 2)`, and `position_embedding_y`, `(grid_h, D / 2)`,
+            concatenated by the patch's coordinates; D must be even).
+            Defaults to `"learned_1d"`.
         kernel_initializer: Initializer of the projection kernel. Defaults
             to `"lecun_normal"` (the default of the reference Flax convolution).
         position_initializer: Initializer of the position embeddings. Defaults
@@ -187,6 +202,7 @@ class PatchEncoder(keras.layers.Layer):
         self,
         hidden_size,
         use_position_embedding=True,
+        position_layout="learned_1d",
         kernel_initializer="lecun_normal",
         position_initializer=None,
         grid_size=None,
@@ -201,8 +217,10 @@ class PatchEncoder(keras.layers.Layer):
         check_bool(dynamic_grid, "dynamic_grid")
         check_bool(flatten, "flatten")
         check_interpolation(interpolation, antialias)
+        check_grid_layout(position_layout, hidden_size)
         self.hidden_size = hidden_size
         self.use_position_embedding = use_position_embedding
+        self.position_layout = position_layout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.position_initializer = keras.initializers.get(
             position_initializer or keras.initializers.RandomNormal(stddev=0.02)
@@ -235,10 +253,8 @@ class PatchEncoder(keras.layers.Layer):
         )
         self.projection.build(input_shape)
         if self.use_position_embedding:
-            self.position_embedding = self.add_weight(
-                shape=(*self.grid_size, self.hidden_size),
-                initializer=self.position_initializer,
-                name="position_embedding",
+            add_grid_weights(
+                self, self.position_layout, self.grid_size, self.hidden_size, self.position_initializer
             )
         resolve_dtype_policies(self)
 
@@ -253,13 +269,13 @@ class PatchEncoder(keras.layers.Layer):
             )
         x = dense_on_tokens(self.projection, patches)
         if self.use_position_embedding:
-            if grid == self.grid_size:
-                position = self.position_embedding
-            else:
+            position = grid_of_weights(self, self.position_layout)
+            if grid != self.grid_size:
+                # The 2D layout resamples as its grid: interpolation rows sum
+                # to 1, so the X half stays constant along columns and the Y
+                # half along rows, as if each table were resampled on its axis.
                 shape = ops.shape(patches)
-                position = resample_grid(
-                    self.position_embedding, (shape[1], shape[2]), self.interpolation, self.antialias
-                )
+                position = resample_grid(position, (shape[1], shape[2]), self.interpolation, self.antialias)
             x = x + ops.cast(position, x.dtype)
         if not self.flatten:
             return x
@@ -279,6 +295,7 @@ class PatchEncoder(keras.layers.Layer):
             {
                 "hidden_size": self.hidden_size,
                 "use_position_embedding": self.use_position_embedding,
+                "position_layout": self.position_layout,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "position_initializer": keras.initializers.serialize(self.position_initializer),
                 "grid_size": self.grid_size,

@@ -1,9 +1,16 @@
-"""Learned absolute position embeddings: resampling them to another grid, and Swin's `ape`.
+"""Learned absolute position embeddings: their layouts, resampling them to another grid, Swin's `ape`.
 
 ViT's position embedding is part of `PatchEncoder` (it adds the embeddings to a
 token sequence, with the class-token slot); `AbsolutePositionEmbedding` adds
 them to a channels-last map, for models that keep the spatial layout (Swin's
-`ape`).
+`ape`). The ViT paper's position-embedding study (App. D.3, Table 8) also adds
+them at the input of every block: `TokenPositionEmbedding`.
+
+The patch embeddings come in the two learned layouts of that study
+(`GRID_LAYOUTS`): `"learned_1d"`, one D-vector per patch of the raster
+sequence (stored as a `(rows, cols, D)` grid), and `"learned_2d"`, an X table
+`(cols, D / 2)` and a Y table `(rows, D / 2)` whose rows are concatenated by
+the patch's coordinates (`two_dimensional_grid`).
 
 Resampling a `(rows, cols, D)` grid to another patch grid (ViT Sec. 3.2) is
 separable: `out = R grid C^T` with one `(new, old)` interpolation matrix per
@@ -19,12 +26,78 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_vit.layers.validation import to_pair
+
 # `"bilinear"` and `"bicubic"`: `torch.nn.functional.interpolate(mode=...,
 # align_corners=False)` with or without `antialias` (timm, DeiT, Swin,
 # transformers). `"bilinear_scipy"`: `scipy.ndimage.zoom(grid, zoom, order=1)`,
 # the interpolation of the ViT authors' code (google-research/vision_transformer,
 # big_vision), which aligns the corner cells; it has no antialiased form.
 INTERPOLATIONS = ("bilinear", "bicubic", "bilinear_scipy")
+
+GRID_LAYOUTS = ("learned_1d", "learned_2d")
+
+
+def check_grid_layout(layout, hidden_size, name="position_layout"):
+    """Raises a ValueError naming `name` unless `layout` is one of `GRID_LAYOUTS` that fits the width.
+
+    Args:
+        layout: str. One of `GRID_LAYOUTS`.
+        hidden_size: int. Width D; `"learned_2d"` splits it in two halves.
+        name: str. Argument name used in the messages.
+    """
+    if layout not in GRID_LAYOUTS:
+        raise ValueError(f"`{name}` must be one of {GRID_LAYOUTS}. Received: {name}={layout!r}")
+    if layout == "learned_2d" and hidden_size % 2:
+        raise ValueError(
+            f"`{name}='learned_2d'` concatenates an X and a Y embedding of D / 2 each, so the "
+            f"width must be even. Received: {name}={layout!r}, hidden_size={hidden_size}"
+        )
+
+
+def add_grid_weights(layer, layout, grid_size, hidden_size, initializer):
+    """Creates the patch position weights of `layout` on `layer` (see `GRID_LAYOUTS`).
+
+    `"learned_1d"` is the weight `position_embedding` of shape `(rows, cols, D)`;
+    `"learned_2d"` the weights `position_embedding_x` `(cols, D / 2)` and
+    `position_embedding_y` `(rows, D / 2)`.
+    """
+    rows, cols = grid_size
+    if layout == "learned_1d":
+        layer.position_embedding = layer.add_weight(
+            shape=(rows, cols, hidden_size), initializer=initializer, name="position_embedding"
+        )
+        return
+    layer.position_embedding_x = layer.add_weight(
+        shape=(cols, hidden_size // 2), initializer=initializer, name="position_embedding_x"
+    )
+    layer.position_embedding_y = layer.add_weight(
+        shape=(rows, hidden_size // 2), initializer=initializer, name="position_embedding_y"
+    )
+
+
+def grid_of_weights(layer, layout):
+    """The `(rows, cols, D)` patch position embeddings of the weights `add_grid_weights` made."""
+    if layout == "learned_1d":
+        return layer.position_embedding
+    return two_dimensional_grid(layer.position_embedding_x, layer.position_embedding_y)
+
+
+def two_dimensional_grid(x_table, y_table):
+    """The 2-D position embeddings of ViT App. D.3: `[X[col]; Y[row]]` for the patch at `(row, col)`.
+
+    Args:
+        x_table: Tensor `(cols, D / 2)`, one embedding per column.
+        y_table: Tensor `(rows, D / 2)`, one embedding per row.
+
+    Returns:
+        Tensor `(rows, cols, D)`: the X embedding of the patch's column, then
+        the Y embedding of its row (the appendix names X first).
+    """
+    rows, cols = y_table.shape[0], x_table.shape[0]
+    x = ops.broadcast_to(x_table[None, :, :], (rows, cols, x_table.shape[1]))
+    y = ops.broadcast_to(y_table[:, None, :], (rows, cols, y_table.shape[1]))
+    return ops.concatenate([x, y], axis=-1)
 
 
 def check_interpolation(interpolation, antialias, names=("interpolation", "antialias")):
@@ -259,4 +332,86 @@ class AbsolutePositionEmbedding(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config["initializer"] = keras.initializers.serialize(self.initializer)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class TokenPositionEmbedding(keras.layers.Layer):
+    """Adds learned position embeddings to a token sequence, at the input of a block.
+
+    ViT App. D.3 (Table 8, "Every Layer" and "Every Layer-Shared"): instead of
+    once after the stem, learned position embeddings are added at the input
+    of every block, each block with its own (one layer per block) or all with
+    one (the same layer called before every block). The sequence is
+    `[prefix tokens; patch tokens in raster order]`; each prefix token (the
+    class token, DeiT's distillation token) has a learned D-vector of its own,
+    as its slot of `E_pos` at the stem, and the patches get the embeddings of
+    `layout` (see `GRID_LAYOUTS`).
+
+    Args:
+        grid_size: int or tuple of 2 ints. The patch grid `(rows, cols)`.
+        num_prefix_tokens: int. Tokens before the patches. Defaults to 0.
+        layout: str. One of `GRID_LAYOUTS`. Defaults to `"learned_1d"`.
+        initializer: Initializer of the embeddings. Defaults to a normal with
+            standard deviation 0.02, as the stem's.
+        **kwargs: Base layer arguments.
+
+    Call arguments:
+        tokens: Tensor `(batch, num_prefix_tokens + rows * cols, D)`.
+
+    Returns:
+        Tensor of the same shape.
+    """
+
+    def __init__(self, grid_size, num_prefix_tokens=0, layout="learned_1d", initializer=None, **kwargs):
+        super().__init__(**kwargs)
+        self.grid_size = to_pair(grid_size, "grid_size")
+        if not isinstance(num_prefix_tokens, int) or isinstance(num_prefix_tokens, bool) or num_prefix_tokens < 0:
+            raise ValueError(
+                f"`num_prefix_tokens` must be an integer >= 0. Received: num_prefix_tokens={num_prefix_tokens!r}"
+            )
+        if layout not in GRID_LAYOUTS:
+            raise ValueError(f"`layout` must be one of {GRID_LAYOUTS}. Received: layout={layout!r}")
+        self.num_prefix_tokens = num_prefix_tokens
+        self.layout = layout
+        self.initializer = keras.initializers.get(
+            initializer or keras.initializers.RandomNormal(stddev=0.02)
+        )
+
+    def build(self, input_shape):
+        length = self.num_prefix_tokens + self.grid_size[0] * self.grid_size[1]
+        if len(input_shape) != 3 or input_shape[1] != length or input_shape[2] is None:
+            raise ValueError(
+                f"TokenPositionEmbedding expects tokens of shape (batch, {length}, width): "
+                f"{self.num_prefix_tokens} prefix tokens and a {self.grid_size} patch grid. "
+                f"Received: input_shape={tuple(input_shape)}"
+            )
+        hidden_size = input_shape[2]
+        check_grid_layout(self.layout, hidden_size, "layout")
+        if self.num_prefix_tokens:
+            self.prefix_embedding = self.add_weight(
+                shape=(self.num_prefix_tokens, hidden_size), initializer=self.initializer, name="prefix_embedding"
+            )
+        add_grid_weights(self, self.layout, self.grid_size, hidden_size, self.initializer)
+
+    def call(self, tokens):
+        hidden_size = tokens.shape[-1]
+        position = ops.reshape(grid_of_weights(self, self.layout), (-1, hidden_size))
+        if self.num_prefix_tokens:
+            position = ops.concatenate([self.prefix_embedding, position], axis=0)
+        return tokens + ops.cast(position, tokens.dtype)[None]
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "grid_size": self.grid_size,
+                "num_prefix_tokens": self.num_prefix_tokens,
+                "layout": self.layout,
+                "initializer": keras.initializers.serialize(self.initializer),
+            }
+        )
         return config

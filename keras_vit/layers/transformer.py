@@ -7,6 +7,7 @@ from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.layers.gpsa import GPSA
 from keras_vit.layers.dtype_policies import resolve_dtype_policies, with_quantized_dtypes
 from keras_vit.layers.normalization import LayerNormalization
+from keras_vit.layers.relative_attention import RelativeSelfAttention
 from keras_vit.layers.token_dense import dense_on_tokens
 from keras_vit.layers.validation import check_bool, check_positive_int, check_rate, check_remat_without_dropout
 
@@ -209,7 +210,9 @@ class TransformerBlock(keras.layers.Layer):
 
     `z' = z + DropPath(Dropout(MSA(LN(z))))`, `z'' = z' + DropPath(MLP(LN(z')))`.
     Dropout follows every dense layer but the qkv projection (ViT App. B.1). With
-    `use_gpsa` the attention is ConViT's gated positional self-attention.
+    `use_gpsa` the attention is ConViT's gated positional self-attention; with
+    `relative_positions`, self-attention with the 1-D relative position logits
+    of ViT App. D.3 (`RelativeSelfAttention`).
 
     Args:
         num_heads: int. Number of attention heads.
@@ -228,6 +231,13 @@ class TransformerBlock(keras.layers.Layer):
             Defaults to 1.
         use_local_init: bool. GPSA's convolutional initialization. Defaults to
             `True`.
+        relative_positions: int or None. The number of patch tokens (after
+            the prefix tokens, in raster order) between which the attention
+            adds 1-D relative position logits (`RelativeSelfAttention`); None
+            for none. Not with `use_gpsa`. Defaults to `None`.
+        relative_position_initializer: Initializer of the relative
+            embeddings. Defaults to `None`: `RelativeSelfAttention`'s, a
+            normal with standard deviation 0.02.
         kernel_initializer: Initializer of all kernels. Defaults to
             `"glorot_uniform"`.
         mlp_bias_initializer: Initializer of the MLP biases. Defaults to a
@@ -260,6 +270,8 @@ class TransformerBlock(keras.layers.Layer):
         grid_size=None,
         locality_strength=1.0,
         use_local_init=True,
+        relative_positions=None,
+        relative_position_initializer=None,
         kernel_initializer="glorot_uniform",
         mlp_bias_initializer=None,
         remat=False,
@@ -281,6 +293,13 @@ class TransformerBlock(keras.layers.Layer):
                 "`grid_size` (rows, cols of the patch grid) is required with "
                 f"`use_gpsa=True`. Received: grid_size={grid_size}"
             )
+        if relative_positions is not None:
+            check_positive_int(relative_positions, "relative_positions")
+            if use_gpsa:
+                raise ValueError(
+                    "`relative_positions` adds relative logits to plain self-attention, not to GPSA. "
+                    f"Received: relative_positions={relative_positions}, use_gpsa=True"
+                )
         self.num_heads = num_heads
         self.mlp_dim = mlp_dim
         self.dropout_rate = dropout_rate
@@ -292,6 +311,13 @@ class TransformerBlock(keras.layers.Layer):
         self.grid_size = None if grid_size is None else tuple(grid_size)
         self.locality_strength = locality_strength
         self.use_local_init = use_local_init
+        self.relative_positions = relative_positions
+        # Left None without relative attention: a random initializer draws its
+        # seed from Python's generator when it is made, which would change the
+        # initial weights of seeded default models.
+        self.relative_position_initializer = (
+            None if relative_position_initializer is None else keras.initializers.get(relative_position_initializer)
+        )
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.mlp_bias_initializer = keras.initializers.get(
             mlp_bias_initializer or keras.initializers.RandomNormal(stddev=1e-6)
@@ -315,6 +341,13 @@ class TransformerBlock(keras.layers.Layer):
                 locality_strength=self.locality_strength,
                 use_local_init=self.use_local_init,
                 qk_bias=self.qkv_bias,
+                **common,
+            )
+        if self.relative_positions is not None:
+            return RelativeSelfAttention(
+                num_patches=self.relative_positions,
+                qkv_bias=self.qkv_bias,
+                position_initializer=self.relative_position_initializer,
                 **common,
             )
         return MultiHeadSelfAttention(qkv_bias=self.qkv_bias, **common)
@@ -386,6 +419,12 @@ class TransformerBlock(keras.layers.Layer):
                 "grid_size": self.grid_size,
                 "locality_strength": self.locality_strength,
                 "use_local_init": self.use_local_init,
+                "relative_positions": self.relative_positions,
+                "relative_position_initializer": (
+                    None
+                    if self.relative_position_initializer is None
+                    else keras.initializers.serialize(self.relative_position_initializer)
+                ),
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "mlp_bias_initializer": keras.initializers.serialize(self.mlp_bias_initializer),
                 "remat": self.remat,

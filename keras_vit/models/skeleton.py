@@ -8,6 +8,10 @@ plugged in (`docs/design.md` draws it):
            -> blocks[tokens_at:] -> encoder_norm                        (the backbone ends here)
            -> token or average pooling -> [pre-logits] -> head          (DeiT: two heads, averaged)
 
+The learned position embeddings are added by `PatchEncoder` and the tokens
+(`position_embedding_at="stem"`), or by a `TokenPositionEmbedding` before every
+block (ViT App. D.3, Table 8; see `check_position_args`).
+
 A family is a `Family`: the block it builds at each depth, where its class
 token joins (ViT: before the first block, with a position embedding; ConViT:
 after the last GPSA block, without) and an optional stem. `EncoderConfig`
@@ -21,9 +25,11 @@ import keras
 
 from keras_vit.layers.normalization import LayerNormalization
 from keras_vit.layers.patching import PatchEncoder, Patches
+from keras_vit.layers.position import GRID_LAYOUTS, TokenPositionEmbedding
 from keras_vit.layers.tokens import ClassToken, DistillationToken
 from keras_vit.layers.validation import check_remat_without_dropout
 from keras_vit.models.common import (
+    check_choice,
     check_common_args,
     check_dynamic_args,
     check_grid,
@@ -37,6 +43,56 @@ from keras_vit.models.common import (
     preprocess,
 )
 from keras_vit.models.deit import check_distillation_args, distilled_top
+
+# ViT App. D.3, Table 8: how position is encoded, and where the learned
+# embeddings are added. The first of each is today's model (and the only one
+# the checkpoints fit).
+POSITION_EMBEDDINGS = ("learned_1d", "learned_2d", "relative", "none")
+POSITION_EMBEDDING_PLACES = ("stem", "every_layer", "every_layer_shared")
+
+
+def check_position_args(position_embedding, position_embedding_at, hidden_size, dynamic_image_size, weights):
+    """Checks the position-embedding arguments of ViT App. D.3 (Table 8) together.
+
+    Raises:
+        ValueError: for a value outside `POSITION_EMBEDDINGS` or
+            `POSITION_EMBEDDING_PLACES`; `position_embedding_at` other than
+            `"stem"` with embeddings that are not learned absolute ones (the
+            table's "N/A" cells); `"learned_2d"` with an odd `hidden_size`;
+            `dynamic_image_size` with embeddings added inside the encoder or
+            relative ones (their grid is fixed by `image_size`); or `weights`
+            with anything but the defaults (no checkpoint has other
+            position embeddings).
+    """
+    check_choice(position_embedding, "position_embedding", POSITION_EMBEDDINGS)
+    check_choice(position_embedding_at, "position_embedding_at", POSITION_EMBEDDING_PLACES)
+    if position_embedding_at != "stem" and position_embedding not in GRID_LAYOUTS:
+        raise ValueError(
+            f"`position_embedding_at` other than 'stem' places learned absolute embeddings, so it needs "
+            f"position_embedding in {GRID_LAYOUTS}. Received: position_embedding_at={position_embedding_at!r}, "
+            f"position_embedding={position_embedding!r}"
+        )
+    if position_embedding == "learned_2d" and hidden_size % 2:
+        raise ValueError(
+            "`position_embedding='learned_2d'` concatenates an X and a Y embedding of hidden_size / 2 each, "
+            f"so `hidden_size` must be even. Received: position_embedding='learned_2d', hidden_size={hidden_size}"
+        )
+    if dynamic_image_size and (position_embedding == "relative" or position_embedding_at != "stem"):
+        raise ValueError(
+            "`dynamic_image_size=True` resamples the position embeddings of the stem to each image's patch "
+            "grid; relative embeddings (1-D offsets in the raster order of a grid) and embeddings added at "
+            "every block keep the grid of `image_size`. Build the model at the image size instead. Received: "
+            f"position_embedding={position_embedding!r}, position_embedding_at={position_embedding_at!r}, "
+            "dynamic_image_size=True"
+        )
+    if weights is not None and (position_embedding, position_embedding_at) != ("learned_1d", "stem"):
+        raise ValueError(
+            "The checkpoints have learned 1-D position embeddings at the stem, so `weights` needs "
+            "position_embedding='learned_1d' and position_embedding_at='stem' (load a `.keras` file of "
+            "another model with `keras.saving.load_model`). Received: "
+            f"weights={weights!r}, position_embedding={position_embedding!r}, "
+            f"position_embedding_at={position_embedding_at!r}"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,14 +125,18 @@ class EncoderConfig:
     remat: bool
     weights: object
     name: str
+    # Last and with defaults: builders without them (ConViT) get today's model.
+    position_embedding: str = "learned_1d"
+    position_embedding_at: str = "stem"
 
     @classmethod
     def from_arguments(cls, arguments):
         """Checks and normalizes a builder's arguments.
 
         Args:
-            arguments: dict holding (at least) every field, e.g. a builder's
-                `locals()` taken before it defines anything else.
+            arguments: dict holding (at least) every field without a
+                default, e.g. a builder's `locals()` taken before it defines
+                anything else.
 
         Returns:
             An `EncoderConfig` with `image_size` and `patch_size` as pairs.
@@ -85,7 +145,11 @@ class EncoderConfig:
             ValueError: for an invalid argument, naming it, before any layer
                 is built.
         """
-        values = {field.name: arguments[field.name] for field in dataclasses.fields(cls)}
+        values = {
+            field.name: arguments[field.name] if field.default is dataclasses.MISSING
+            else arguments.get(field.name, field.default)
+            for field in dataclasses.fields(cls)
+        }
         values["image_size"], values["patch_size"] = check_common_args(
             *(values[key] for key in (
                 "image_size", "patch_size", "num_channels", "hidden_size", "num_layers", "num_heads",
@@ -106,12 +170,21 @@ class EncoderConfig:
             values["dynamic_image_size"], values["dynamic_padding"], values["position_interpolation"],
             values["position_antialias"],
         )
+        check_position_args(
+            values["position_embedding"], values["position_embedding_at"], values["hidden_size"],
+            values["dynamic_image_size"], values["weights"],
+        )
         return cls(**values)
 
     @property
     def init(self):
         """The initializers of `initialization` (see `keras_vit.models.common.initializers`)."""
         return initializers(self.initialization)
+
+    @property
+    def stem_position_embedding(self):
+        """Whether the learned absolute position embeddings are added once, by the stem."""
+        return self.position_embedding in GRID_LAYOUTS and self.position_embedding_at == "stem"
 
     def drop_path_rate_at(self, index):
         """Stochastic depth of block `index`: linear from 0 in the first block to the rate in the last."""
@@ -185,11 +258,13 @@ def build_encoder_model(config, family):
     if family.stem is not None:
         x = family.stem(x)
     x = Patches(config.patch_size, dynamic_padding=config.dynamic_padding, dtype=dtype, name="patches")(x)
+    grid_size = patch_grid(feature_size, config.patch_size, config.dynamic_padding)
     x = PatchEncoder(
         config.hidden_size,
+        **_stem_position_arguments(config),
         kernel_initializer=init["patch_kernel"],
         position_initializer=init["position"],
-        grid_size=patch_grid(feature_size, config.patch_size, config.dynamic_padding),
+        grid_size=grid_size,
         dynamic_grid=config.dynamic_image_size,
         interpolation=config.position_interpolation,
         antialias=config.position_antialias,
@@ -202,9 +277,12 @@ def build_encoder_model(config, family):
     if early:
         x = _prefix_tokens(x, config, family, init)
     x = keras.layers.Dropout(config.dropout_rate, dtype=dtype, name="embedding_dropout")(x)
+    block_position = _block_position_embeddings(config, grid_size, init)
     for index in range(config.num_layers):
         if index == family.tokens_at and not early:
             x = _prefix_tokens(x, config, family, init)
+        if block_position is not None:
+            x = block_position(index, x)
         x = family.make_block(index)(x)
         if family.grid_blocks and index == family.grid_blocks - 1:
             x = keras.layers.Reshape((-1, config.hidden_size), dtype=dtype, name="flatten_grid")(x)
@@ -226,7 +304,7 @@ def _prefix_tokens(x, config, family, init):
     """The class token (with `pooling="token"`) and DeiT's distillation token."""
     if config.pooling != "token":
         return x
-    if family.token_position_embeddings:
+    if family.token_position_embeddings and config.stem_position_embedding:
         position = dict(position_initializer=init["position"])
     else:
         position = dict(use_position_embedding=False)
@@ -234,3 +312,41 @@ def _prefix_tokens(x, config, family, init):
     if config.distillation:
         x = DistillationToken(**position, dtype=config.dtype, name="distillation_token")(x)
     return x
+
+
+def _stem_position_arguments(config):
+    """`PatchEncoder`'s position arguments: today's exactly unless the embeddings go elsewhere."""
+    if config.stem_position_embedding:
+        if config.position_embedding == "learned_1d":
+            return {}
+        return dict(position_layout=config.position_embedding)
+    return dict(use_position_embedding=False)
+
+
+def _block_position_embeddings(config, grid_size, init):
+    """`(index, tokens) -> tokens` adding the position embeddings at block `index`'s input, or None.
+
+    ViT App. D.3: "every_layer" learns one `TokenPositionEmbedding` per block,
+    "every_layer_shared" calls one before every block. The prefix tokens present
+    at a block (class, distillation) each get a learned slot of their own, as
+    at the stem.
+    """
+    if config.position_embedding not in GRID_LAYOUTS or config.position_embedding_at == "stem":
+        return None
+    shared = config.position_embedding_at == "every_layer_shared"
+    layers = {}
+
+    def add(index, x):
+        key = "shared" if shared else index
+        if key not in layers:
+            layers[key] = TokenPositionEmbedding(
+                grid_size,
+                num_prefix_tokens=x.shape[1] - grid_size[0] * grid_size[1],
+                layout=config.position_embedding,
+                initializer=init["position"],
+                dtype=config.dtype,
+                name="position_embedding" if shared else f"position_embedding_{index}",
+            )
+        return layers[key](x)
+
+    return add

@@ -6,6 +6,7 @@ from keras_vit.layers.bit import ResNetStage, StandardizedConv2D
 from keras_vit.layers.pooling import SeparableMaxPooling2D
 from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.layers.validation import check_positive_int
+from keras_vit.models.common import patch_grid
 from keras_vit.models.skeleton import EncoderConfig, Family, build_encoder_model
 
 
@@ -94,6 +95,8 @@ def VisionTransformer(
     dynamic_padding=False,
     position_interpolation="bicubic",
     position_antialias=True,
+    position_embedding="learned_1d",
+    position_embedding_at="stem",
     dtype=None,
     remat=False,
     weights=None,
@@ -170,6 +173,26 @@ def VisionTransformer(
         position_antialias: bool. PyTorch's antialiased form of the
             interpolation. Defaults to `True`: with `"bicubic"`, what timm's
             `dynamic_img_size=True` computes.
+        position_embedding: str. How the position is encoded, the rows of the
+            ViT paper's Table 8 (App. D.3): `"learned_1d"` (one learned
+            embedding per patch in raster order), `"learned_2d"` (an X and a Y
+            table of `hidden_size / 2` each, concatenated by the patch's column
+            and row; `hidden_size` even), `"relative"` (no absolute
+            embeddings: every block's attention adds to its logits those of
+            the queries against a learned embedding per raster offset
+            `p_q - p_k`, see `keras_vit.layers.relative_attention`) or
+            `"none"` (a bag of patches). The class and distillation tokens
+            keep a learned slot of their own with the absolute embeddings,
+            have none with `"none"`, and share one relative embedding with
+            `"relative"`. Only the default fits the checkpoints (`weights`).
+            Defaults to `"learned_1d"`.
+        position_embedding_at: str. Where `"learned_1d"` and `"learned_2d"`
+            embeddings are added, the columns of Table 8: `"stem"` (once,
+            to the patch embeddings, Eq. 1), `"every_layer"` (a learned one
+            at the input of every block) or `"every_layer_shared"` (one
+            learned one added at the input of every block). Other values
+            than `"stem"` need a fixed image size (no `dynamic_image_size`),
+            as does `"relative"`. Defaults to `"stem"`.
         dtype: dtype policy name or `keras.DTypePolicy`, e.g. `"mixed_bfloat16"`.
             Defaults to the global policy.
         remat: bool. Recompute each transformer block in the backward pass
@@ -203,6 +226,10 @@ def VisionTransformer(
             return bit_resnet(x, resnet_stages, resnet_width, dtype)
 
     init = config.init
+    relative_positions = None
+    if position_embedding == "relative":
+        grid = patch_grid(feature_size, config.patch_size, dynamic_padding)
+        relative_positions = grid[0] * grid[1]
 
     def make_block(index):
         return TransformerBlock(
@@ -213,6 +240,8 @@ def VisionTransformer(
             drop_path_rate=config.drop_path_rate_at(index),
             kernel_initializer=init["kernel"],
             mlp_bias_initializer=init["mlp_bias"],
+            relative_positions=relative_positions,
+            relative_position_initializer=init["position"] if relative_positions else None,
             dtype=dtype,
             remat=remat,
             name=f"encoderblock_{index}",

@@ -29,9 +29,13 @@ def gray_level(color):
 
 def _blend(degenerate, pixels, factor):
     # PIL's Image.blend: a float32 factor, float32 arithmetic, clipped and truncated
-    # (the cast to uint8 truncates). Both images hold integers as float32.
-    blended = degenerate + tf.cast(factor, tf.float32) * (pixels - degenerate)
-    return tf.cast(tf.clip_by_value(blended, 0.0, 255.0), tf.uint8)
+    # (the cast to uint8 truncates). Both images hold integers as float32. The
+    # product is formed in float64, where it is exact, and rounded to float32: PIL's
+    # float32 product, which XLA would otherwise fuse with the sum into one
+    # fused multiply-add, rounded once, changing a truncated pixel here and there.
+    factor = tf.cast(tf.cast(factor, tf.float32), tf.float64)
+    product = tf.cast(factor * (tf.cast(pixels, tf.float64) - tf.cast(degenerate, tf.float64)), tf.float32)
+    return tf.cast(tf.clip_by_value(degenerate + product, 0.0, 255.0), tf.uint8)
 
 
 def auto_contrast(image):
@@ -47,8 +51,10 @@ def auto_contrast(image):
 
 def equalize(image):
     """PIL's `ImageOps.equalize(image)`: each channel through PIL's integer histogram table."""
-    planes = tf.reshape(tf.transpose(tf.cast(image, tf.int32), [2, 0, 1]), [3, -1])
-    histogram = tf.math.bincount(planes, minlength=256, maxlength=256, dtype=tf.int64, axis=-1)
+    # One histogram of 3 x 256 bins: each channel's values offset into its own 256.
+    indices = tf.cast(image, tf.int32) + tf.constant([0, 256, 512])
+    histogram = tf.reshape(tf.math.bincount(tf.reshape(indices, [-1]), minlength=768, maxlength=768,
+                                            dtype=tf.int64), [3, 256])
     # PIL's step leaves out the count of the highest value present.
     last = tf.gather(histogram, 255 - tf.argmax(tf.reverse(histogram, [1]) > 0, axis=1, output_type=tf.int32),
                      batch_dims=1)
@@ -57,8 +63,7 @@ def equalize(image):
     step = tf.maximum(step, 1)[:, None]
     table = (step // 2 + tf.cumsum(histogram, axis=1, exclusive=True)) // step
     table = tf.cast(tf.where(enough[:, None], tf.minimum(table, 255), tf.range(256, dtype=tf.int64)), tf.uint8)
-    equalized = tf.gather(table, planes, batch_dims=1)
-    return tf.transpose(tf.reshape(equalized, tf.concat([[3], tf.shape(image)[:2]], 0)), [1, 2, 0])
+    return tf.gather(tf.reshape(table, [-1]), indices)
 
 
 def invert(image):
@@ -114,11 +119,17 @@ def brightness(image, factor):
 def sharpness(image, factor):
     """PIL's `ImageEnhance.Sharpness`: a blend with PIL's SMOOTH filter, whose border pixels are the image's."""
     pixels = tf.cast(image, tf.float32)
-    kernel = tf.tile(tf.constant([[1.0, 1.0, 1.0], [1.0, 5.0, 1.0], [1.0, 1.0, 1.0]])[:, :, None, None], [1, 1, 3, 1])
-    # Sums of at most 13 * 255, exact in float32; divided by 13 and rounded half up,
-    # exactly, since no sum lies within 0.03 of a half.
-    smoothed = tf.floor(tf.nn.depthwise_conv2d(pixels[None], kernel, [1, 1, 1, 1], "SAME")[0] / 13.0 + 0.5)
+    # The 3 x 3 kernel [[1, 1, 1], [1, 5, 1], [1, 1, 1]] as nine shifted slices of the
+    # image padded by one pixel (elementwise adds, which XLA fuses; its convolution is
+    # slow on CPU). Sums of at most 13 * 255, exact in float32; divided by 13 and
+    # rounded half up, exactly, since no sum lies within 0.03 of a half.
     height, width = tf.shape(image)[0], tf.shape(image)[1]
+    padded = tf.pad(pixels, [[1, 1], [1, 1], [0, 0]])
+    total = 4.0 * pixels
+    for row in range(3):
+        for col in range(3):
+            total += padded[row:height + row, col:width + col]
+    smoothed = tf.floor(total / 13.0 + 0.5)
     rows = tf.cast((tf.range(height) > 0) & (tf.range(height) < height - 1), tf.float32)[:, None, None]
     cols = tf.cast((tf.range(width) > 0) & (tf.range(width) < width - 1), tf.float32)[None, :, None]
     return _blend(pixels + rows * cols * (smoothed - pixels), pixels, factor)

@@ -82,6 +82,18 @@ def _erasing_box(height, width, seed, area_range, log_aspects, count):
     return top, left, box_height, box_width
 
 
+def _paste(image, box, top, left):
+    """`image` with `box` written at (`top`, `left`), by slicing and concatenation.
+
+    Several times faster on CPU than a `tf.where` through a broadcast box mask,
+    which reads and writes every pixel.
+    """
+    box_height, box_width = tf.shape(box)[0], tf.shape(box)[1]
+    band = image[top:top + box_height]
+    band = tf.concat([band[:, :left], box, band[:, left + box_width:]], axis=1)
+    return tf.concat([image[:top], band, image[top + box_height:]], axis=0)
+
+
 def random_erasing(image, seed, probability=0.25, mode="pixel", area=(0.02, 1 / 3), min_aspect=0.3, count=1,
                    mean=IMAGENET_MEAN, std=IMAGENET_STD):
     """Erases random boxes of one image `(H, W, C)` in [0, 255] with noise (timm's `RandomErasing`).
@@ -132,24 +144,21 @@ def random_erasing(image, seed, probability=0.25, mode="pixel", area=(0.02, 1 / 
         shape = tf.shape(image)
         height, width = shape[0], shape[1]
         boxes = tf.random.stateless_uniform((), seeds[1], 1, count + 1, tf.int32) if count > 1 else tf.constant(1)
-        rows = tf.range(height)[:, None, None]
-        columns = tf.range(width)[None, :, None]
         result = image
         for index in range(count):
             box_seeds = tf.random.experimental.stateless_split(seeds[2 + index], 2)
             top, left, box_height, box_width = _erasing_box(height, width, box_seeds[0], area, log_aspects, boxes)
+            # A box beyond this image's count is empty.
+            box_height = tf.where(index < boxes, box_height, 0)
             if mode == "pixel":
-                # Noise for the box only (at most a third of the image), placed by padding.
                 noise = tf.random.stateless_normal((box_height, box_width, channels), box_seeds[1])
-                noise = tf.pad(noise, [[top, height - top - box_height], [left, width - left - box_width], [0, 0]])
             elif mode == "rand":
                 noise = tf.random.stateless_normal((channels,), box_seeds[1])
             else:
                 noise = tf.zeros((channels,))
-            fill = (mean + std * noise) * 255.0
-            inside = (rows >= top) & (rows < top + box_height) & (columns >= left) & (columns < left + box_width)
-            result = tf.where(inside & (index < boxes), fill, result)
-        return result
-
+            fill = tf.broadcast_to((mean + std * noise) * 255.0, tf.stack([box_height, box_width, channels]))
+            result = _paste(result, fill, top, left)
+        # Pasting by concatenation loses the static shape, which later stages (MixUp) read.
+        return tf.ensure_shape(result, image.shape)
     # Most images are not erased: they skip the noise draws.
     return tf.cond(erase, erased, lambda: image)

@@ -170,35 +170,71 @@ def _to_uint8(values):
     return tf.cast(tf.clip_by_value(values, 0.0, 255.0), tf.uint8)  # truncates, as PIL's cast
 
 
-def rotate(image, degrees, fill=DEFAULT_FILL, interpolation="bicubic"):
-    """PIL's `image.rotate(degrees, resample, fillcolor=fill)`: counter-clockwise about the centre, same size."""
+def _size(image):
+    return tf.shape(image)[0], tf.shape(image)[1]
+
+
+# Each operation's affine matrix, from its argument and the image's height and width.
+# Python numbers in a matrix are known exactly, which `affine_transform` uses.
+
+def rotation_matrix(degrees, height, width):
+    """PIL's `rotate` matrix: counter-clockwise by `degrees` about the image's centre."""
     angle = -(tf.math.floormod(float64(degrees), 360.0) * (math.pi / 180.0))
     # PIL rounds to 15 decimals, making quarter turns exact.
     cos, sin = [tf.round(v * 1e15) / 1e15 for v in (tf.cos(angle), tf.sin(angle))]
-    center_x = tf.cast(tf.shape(image)[1], tf.float64) / 2.0
-    center_y = tf.cast(tf.shape(image)[0], tf.float64) / 2.0
+    center_x = tf.cast(width, tf.float64) / 2.0
+    center_y = tf.cast(height, tf.float64) / 2.0
     offset_x = cos * -center_x + sin * -center_y + 0.0 + center_x
     offset_y = -sin * -center_x + cos * -center_y + 0.0 + center_y
-    return affine_transform(image, (cos, sin, offset_x, -sin, cos, offset_y), fill, interpolation)
+    return (cos, sin, offset_x, -sin, cos, offset_y)
+
+
+def shear_x_matrix(factor, height, width):
+    return (1.0, factor, 0.0, 0.0, 1.0, 0.0)
+
+
+def shear_y_matrix(factor, height, width):
+    return (1.0, 0.0, 0.0, factor, 1.0, 0.0)
+
+
+def translate_x_matrix(fraction, height, width):
+    return (1.0, 0.0, float64(fraction) * tf.cast(width, tf.float64), 0.0, 1.0, 0.0)
+
+
+def translate_y_matrix(fraction, height, width):
+    return (1.0, 0.0, 0.0, 0.0, 1.0, float64(fraction) * tf.cast(height, tf.float64))
+
+
+def rotate(image, degrees, fill=DEFAULT_FILL, interpolation="bicubic"):
+    """PIL's `image.rotate(degrees, resample, fillcolor=fill)`: counter-clockwise about the centre, same size."""
+    return affine_transform(image, rotation_matrix(degrees, *_size(image)), fill, interpolation)
 
 
 def shear_x(image, factor, fill=DEFAULT_FILL, interpolation="bicubic"):
     """timm's `shear_x`: the affine matrix (1, factor, 0, 0, 1, 0)."""
-    return affine_transform(image, (1.0, factor, 0.0, 0.0, 1.0, 0.0), fill, interpolation)
+    return affine_transform(image, shear_x_matrix(factor, *_size(image)), fill, interpolation)
 
 
 def shear_y(image, factor, fill=DEFAULT_FILL, interpolation="bicubic"):
     """timm's `shear_y`: the affine matrix (1, 0, 0, factor, 1, 0)."""
-    return affine_transform(image, (1.0, 0.0, 0.0, factor, 1.0, 0.0), fill, interpolation)
+    return affine_transform(image, shear_y_matrix(factor, *_size(image)), fill, interpolation)
 
 
 def translate_x_relative(image, fraction, fill=DEFAULT_FILL, interpolation="bicubic"):
     """timm's `translate_x_rel`: the content moves left by `fraction` of the width (right if negative)."""
-    pixels = float64(fraction) * tf.cast(tf.shape(image)[1], tf.float64)
-    return affine_transform(image, (1.0, 0.0, pixels, 0.0, 1.0, 0.0), fill, interpolation)
+    return affine_transform(image, translate_x_matrix(fraction, *_size(image)), fill, interpolation)
 
 
 def translate_y_relative(image, fraction, fill=DEFAULT_FILL, interpolation="bicubic"):
     """timm's `translate_y_rel`: the content moves up by `fraction` of the height (down if negative)."""
-    pixels = float64(fraction) * tf.cast(tf.shape(image)[0], tf.float64)
-    return affine_transform(image, (1.0, 0.0, 0.0, 0.0, 1.0, pixels), fill, interpolation)
+    return affine_transform(image, translate_y_matrix(fraction, *_size(image)), fill, interpolation)
+
+
+# The matrix of each geometric operation.
+AFFINE_MATRICES = {
+    rotate: rotation_matrix,
+    shear_x: shear_x_matrix,
+    shear_y: shear_y_matrix,
+    translate_x_relative: translate_x_matrix,
+    translate_y_relative: translate_y_matrix,
+}

@@ -1,11 +1,14 @@
 """`rand_augment` against timm's RandAugment (issue #27, items 2, 3 and 7), on real photographs.
 
 Tolerances, with what was measured (Pillow 13, timm 1.0):
-- Every operation, pixel and geometric, at levels 0 to 10 and both signs: at most
-  1 grey level from timm's PIL result, on at most 0.1% of the pixels. Measured: 0
-  pixels differ, for bicubic, bilinear and nearest resampling alike (the sampling
-  is PIL's, in float64); the area a geometric operation uncovers is the fill colour
-  exactly wherever PIL's is.
+- Every operation at levels 0 to 10 and both signs, as a training pipeline runs it
+  (compiled by XLA for the image's size): the pixel operations equal timm's PIL
+  results exactly; the geometric ones are within 1 grey level on at most 0.5% of the
+  pixels. Measured: at most 0.18% of the pixels differ, by 1 (ShearY bilinear, level
+  10; TranslateYRel bicubic 0.16%; Rotate 0.0001%; nearest 0): the sampling is
+  PIL's, in float64, but XLA fuses its multiply-adds, rounding once where PIL rounds
+  twice (the uncompiled graph gives PIL's pixels exactly). The area a geometric
+  operation uncovers is the fill colour exactly wherever PIL's is.
 - The whole policy: the two-sample Kolmogorov-Smirnov statistic between 1,000 draws
   of ours and 1,000 of timm's of the mean absolute change of one photograph, under
   the critical value at alpha = 0.001 (0.0872). Measured: 0.055 with these seeds
@@ -17,7 +20,6 @@ timm's `Posterize` reaches below level 2.5 and `PosterizeIncreasing` at level 10
 reference gives the black image of the Pillows timm was written for, as ours does.
 """
 
-import functools
 import math
 import random
 
@@ -34,6 +36,7 @@ from keras_vit.preprocessing.randaugment import (
     RAND_AUGMENT_OPS,
     RandAugmentPolicy,
     apply_op,
+    compiled_transform,
     gray_level,
     parse_policy,
     rand_augment,
@@ -66,33 +69,23 @@ def timm_op(auto_augment, image, name, level, sign=1, fill=DEFAULT_FILL, interpo
         return np.asarray(op(Image.fromarray(image)))
 
 
-@functools.cache
-def compiled_op(name, interpolation="bicubic"):
-    """`RAND_AUGMENT_OPS[name]` traced once, for images of any size and any argument."""
-    op = RAND_AUGMENT_OPS[name]
+def ours_op(image, name, level, sign=1, interpolation="bicubic", image_shape=True):
+    """Our operation at timm's argument for `level` and `sign`, computed in Python as timm does.
 
-    def run(image, argument):
-        if op.level_to_argument is None:
-            return op.transform(image)
-        if op.geometric:
-            return op.transform(image, argument, DEFAULT_FILL, interpolation)
-        return op.transform(image, argument)
-
-    return tf.function(run, input_signature=[tf.TensorSpec([None, None, 3], tf.uint8), tf.TensorSpec([], tf.float64)])
-
-
-def ours_op(image, name, level, sign=1, interpolation="bicubic"):
-    """Our operation at timm's argument for `level` and `sign`, computed in Python as timm does."""
+    With `image_shape`, the transform compiled for the image's size, as a training
+    pipeline's crops run it; without, the graph for images of any size.
+    """
     op = RAND_AUGMENT_OPS[name]
     argument = 0.0 if op.level_to_argument is None else op.level_to_argument(float(level), float(sign))
-    return compiled_op(name, interpolation)(image, tf.constant(argument, tf.float64)).numpy()
+    transform = compiled_transform(name, interpolation, image.shape if image_shape else None)
+    return transform(image, tf.constant(argument, tf.float64), tf.constant(DEFAULT_FILL, tf.uint8)).numpy()
 
 
-def assert_within_one_grey_level(ours, expected, label):
+def assert_within_one_grey_level(ours, expected, label, fraction=0.005):
     difference = np.abs(ours.astype(int) - expected.astype(int))
     assert ours.shape == expected.shape and ours.dtype == np.uint8, label
     assert difference.max() <= 1, f"{label}: max difference {difference.max()}"
-    assert (difference > 0).mean() <= 0.001, f"{label}: {(difference > 0).mean():.2%} of the pixels differ"
+    assert (difference > 0).mean() <= fraction, f"{label}: {(difference > 0).mean():.2%} of the pixels differ"
 
 
 # --- Each operation against timm -------------------------------------------------------------------------
@@ -104,7 +97,7 @@ def test_pixel_operation_matches_timm(auto_augment, photographs, name):
         for level in LEVELS:
             for sign in (1, -1) if name in SIGNED else (1,):
                 expected = timm_op(auto_augment, image, name, level, sign)
-                assert_within_one_grey_level(ours_op(image, name, level, sign), expected, f"{photo} {level} {sign}")
+                np.testing.assert_array_equal(ours_op(image, name, level, sign), expected, f"{photo} {level} {sign}")
 
 
 @pytest.mark.parametrize("interpolation", ["bicubic", "bilinear", "nearest"])
@@ -126,6 +119,26 @@ def test_geometric_operation_matches_timm_inside_and_in_the_fill(auto_augment, p
                 np.testing.assert_array_equal(ours[fill], np.broadcast_to(DEFAULT_FILL, ours[fill].shape), label)
                 if level == 10 and name != "Rotate":
                     assert fill.mean() > 0.05, label  # the comparison covers a filled area
+
+
+@pytest.mark.parametrize("interpolation", ["bicubic", "bilinear"])
+def test_compiled_and_graph_operations_agree(photographs, interpolation):
+    # Crops of a known size run compiled by XLA, other images as a plain graph.
+    for photo in ("astronaut", "chelsea_small"):
+        image = photographs[photo]
+        for name, op in RAND_AUGMENT_OPS.items():
+            if interpolation != "bicubic" and not op.geometric:
+                continue
+            for level, sign in ((3, 1), (9, -1)):
+                label = f"{photo} {name} {level} {sign}"
+                compiled = ours_op(image, name, level, sign, interpolation)
+                graph = ours_op(image, name, level, sign, interpolation, image_shape=False)
+                if op.geometric:
+                    # XLA fuses the filters' multiply-adds: a last-place change that
+                    # moves a truncated pixel by one now and then.
+                    assert_within_one_grey_level(compiled, graph, label)
+                else:
+                    np.testing.assert_array_equal(compiled, graph, label)
 
 
 def test_level_to_argument_mappings_are_timms(auto_augment):

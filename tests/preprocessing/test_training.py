@@ -204,6 +204,23 @@ def test_erasing_fills_with_the_normalised_noise_in_pixel_units():
     np.testing.assert_array_equal(never, image)
 
 
+def test_erasing_writes_one_rectangle_per_box_and_keeps_the_static_shape():
+    image = np.full((40, 56, 3), 0.5, np.float32)
+    boxes = 0
+    for seed in range(20):
+        erased = erasing.random_erasing(image, [seed, 1], probability=1.0).numpy()
+        rows, cols = np.nonzero((erased != image).any(-1))
+        if len(rows):
+            boxes += 1
+            assert len(rows) == (np.ptp(rows) + 1) * (np.ptp(cols) + 1), seed  # a filled rectangle
+    assert boxes >= 15
+    # Up to three boxes, pasted one after the other, each a rectangle of the noise.
+    erased = erasing.random_erasing(image, [7, 2], probability=1.0, count=3).numpy()
+    assert (erased != image).any() and erased.shape == image.shape
+    dataset = tf.data.Dataset.from_tensors(image).map(lambda x: erasing.random_erasing(x, tf.constant([1, 2]), 0.5))
+    assert dataset.element_spec.shape == (40, 56, 3)  # MixUp reads it
+
+
 # --- Repeated augmentation ----------------------------------------------------------------------------
 
 

@@ -307,10 +307,11 @@ def test_plain_resize_is_the_small_presets_resize(photographs):
     np.testing.assert_array_equal(resized, tf.image.resize(tf.cast(image, tf.float32), (32, 32)))
 
 
-def test_deit_transform_follows_timms_create_transform(photographs):
+@pytest.mark.parametrize("photo", ["astronaut", "chelsea", "coffee", "rocket", "rocket_portrait", "chelsea_small"])
+def test_deit_transform_follows_timms_create_transform(photographs, photo):
     from timm.data import create_transform
 
-    image = photographs["chelsea"]
+    image = photographs[photo]
     size, n = 64, 1000
     reference = np.asarray(Image.fromarray(image).resize((size, size), Image.BICUBIC), np.float32)
     transform = training.train_transform_for("deit", size)
@@ -338,8 +339,8 @@ def test_deit_transform_follows_timms_create_transform(photographs):
             theirs.append([output.mean(), np.abs(output - reference).mean()])
     theirs = np.array(theirs)
     critical = ks_critical(n, n)  # 0.0872
-    # Per-draw mean pixel value: measured D = 0.026; mean absolute change from the
-    # plainly resized photograph: measured D = 0.035.
+    # Per-draw mean pixel value: measured D = 0.024 to 0.039 over the six photographs;
+    # mean absolute change from the plainly resized photograph: 0.026 to 0.054.
     assert stats.ks_2samp(ours[:, 0], theirs[:, 0]).statistic < critical
     assert stats.ks_2samp(ours[:, 1], theirs[:, 1]).statistic < critical
 

@@ -5,6 +5,9 @@ from keras_vit.distribution import layout_map
 from keras_vit.feature_extraction import features, simple_feature_pyramid
 from keras_vit.models import (
     VARIANTS,
+    AxialViT,
+    AxialViT_B16,
+    AxialViT_B32,
     ConViT,
     SwinTransformer,
     VisionTransformer,

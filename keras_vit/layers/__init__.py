@@ -1,6 +1,7 @@
 """Registered Keras layers of keras_vit."""
 
 from keras_vit.layers.attention import MultiHeadSelfAttention
+from keras_vit.layers.axial import AxialSelfAttention, AxialTransformerBlock
 from keras_vit.layers.bit import BottleneckUnit, ResNetStage, StandardizedConv2D
 from keras_vit.layers.gpsa import GPSA
 from keras_vit.layers.image_check import ImageShapeCheck
@@ -21,6 +22,8 @@ from keras_vit.layers.transformer import MLPBlock, StochasticDepth, TransformerB
 
 __all__ = [
     "AbsolutePositionEmbedding",
+    "AxialSelfAttention",
+    "AxialTransformerBlock",
     "BottleneckUnit",
     "ClassToken",
     "ClassTokenPooling",

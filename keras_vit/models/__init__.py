@@ -1,5 +1,6 @@
-"""Model builders: the general `VisionTransformer`, `ConViT` and `SwinTransformer`, the named variants, the backbone/head split and DeiT's `distillation_heads`."""
+"""Model builders: the general `VisionTransformer`, `ConViT`, `SwinTransformer` and `AxialViT`, the named variants, the backbone/head split and DeiT's `distillation_heads`."""
 
+from keras_vit.models.axial import AxialViT, AxialViT_B16, AxialViT_B32
 from keras_vit.models.backbone import backbone, head
 from keras_vit.models.convit import ConViT
 from keras_vit.models.deit import distillation_heads

@@ -1,0 +1,298 @@
+"""Analytic multiply-accumulate (MAC) counts of keras_vit models, per image.
+
+Counted: every matrix product and convolution (patch embedding, q/k/v and output
+projections, q k^T and A v, the MLPs, GPSA's positional projection, the ResNet
+convolutions, Swin's patch merging, pre-logits and heads). Not counted:
+normalizations, softmaxes, activations, additions and Swin's relative position
+bias, which are a few percent at most. Training costs 3x the forward pass
+(forward, and two products per weight in the backward), so training FLOPs per
+image = 6 x forward MACs (2 FLOPs per MAC). The Swin paper's "FLOPs" (Table 1)
+are these MACs.
+
+A pre-norm block on `N` tokens of width `D`, each attending to `A` tokens, with
+an MLP of hidden width `M`, costs `4 N D^2 + 2 N A D + 2 N D M` (`encoder_block_macs`):
+ViT's global attention has `A = N`; Axial-ViT's row block on a `(rows, cols)`
+grid `A = cols`, its column block `A = rows` (ViT App. D.5). Axial-ViT's shorter
+attention saves little next to the projections and the MLP it doubles, which is
+why the paper's Fig. 12 finds it costlier than ViT: at 224 px, B/16 costs 17.6
+GMACs and Axial-B/16 33.5 (`vit_forward_macs`, `axial_vit_forward_macs`).
+"""
+
+import math
+
+from keras_vit.layers.axial import AxialTransformerBlock
+from keras_vit.layers.bit import ResNetStage, StandardizedConv2D
+from keras_vit.layers.gpsa import GPSA
+from keras_vit.layers.patching import PatchEncoder
+from keras_vit.layers.swin import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock
+from keras_vit.layers.transformer import TransformerBlock
+from keras_vit.layers.validation import check_positive_int, to_pair
+from keras_vit.layers.window_attention import window_and_shift
+
+# The dense layers after the pooling that `forward_macs` counts, by the builders' names.
+_HEAD_NAMES = ("head", "head_dist", "pre_logits")
+
+
+def encoder_block_macs(num_tokens, width, mlp_dim, attended=None):
+    """MACs of one pre-norm transformer block (ViT Eq. 2-3, or an axial block of App. D.5).
+
+    `4 N D^2` for the q, k, v and output projections, `2 N A D` for `q k^T` and
+    `A v` (all heads together) and `2 N D M` for the MLP.
+
+    Args:
+        num_tokens: int. `N`, the tokens the block transforms.
+        width: int. `D`.
+        mlp_dim: int. `M`, the MLP's hidden width.
+        attended: int or None. `A`, how many tokens each token attends to:
+            None for global attention (`N`), the row length for a row block,
+            the column length for a column block.
+
+    Returns:
+        int.
+    """
+    attended = num_tokens if attended is None else attended
+    projections = 4 * num_tokens * width * width
+    attention = 2 * num_tokens * attended * width
+    mlp = 2 * num_tokens * width * mlp_dim
+    return projections + attention + mlp
+
+
+def block_macs(block, length, width):
+    """MACs of one `TransformerBlock` on `length` tokens of `width` (GPSA's positional scores included)."""
+    macs = encoder_block_macs(length, width, block.mlp_dim)
+    if isinstance(block.attention, GPSA):
+        macs += length * length * 3 * block.num_heads  # v_pos . r_ij
+    return macs
+
+
+def axial_block_macs(grid, width, mlp_dim, axis):
+    """MACs of one `AxialTransformerBlock` on a `(rows, cols)` grid (ViT App. D.5).
+
+    Args:
+        grid: tuple `(rows, cols)`.
+        width: int. `D`.
+        mlp_dim: int. The MLP's hidden width.
+        axis: `"row"` (each token attends to the `cols` tokens of its row) or
+            `"column"` (to the `rows` of its column).
+    """
+    rows, cols = grid
+    return encoder_block_macs(rows * cols, width, mlp_dim, attended=cols if axis == "row" else rows)
+
+
+def vit_forward_macs(
+    image_size=224,
+    patch_size=16,
+    num_channels=3,
+    hidden_size=768,
+    num_layers=12,
+    num_heads=12,
+    mlp_dim=3072,
+    num_classes=1000,
+    include_top=True,
+    pooling="token",
+    representation_size=None,
+    distillation=False,
+):
+    """Forward MACs per image of a `VisionTransformer` (no ResNet stem) from its arguments.
+
+    The same count as `forward_macs` of the built model, without building it:
+    the patch embedding, `num_layers` blocks on the patches plus the class (and
+    distillation) token, and the head. `num_heads` does not change the count
+    and is taken so that a variant's table entry can be passed as it is.
+
+    Returns:
+        int.
+    """
+    (rows, cols), patch = _grid(image_size, patch_size)
+    tokens = rows * cols + (1 + distillation if pooling == "token" else 0)
+    total = rows * cols * patch[0] * patch[1] * num_channels * hidden_size
+    total += num_layers * encoder_block_macs(tokens, hidden_size, mlp_dim)
+    return total + _head_macs(hidden_size, num_classes, include_top, representation_size, 1 + distillation)
+
+
+def axial_vit_forward_macs(
+    image_size=224,
+    patch_size=16,
+    num_channels=3,
+    hidden_size=768,
+    num_layers=12,
+    num_heads=12,
+    mlp_dim=3072,
+    num_classes=1000,
+    include_top=True,
+    representation_size=None,
+):
+    """Forward MACs per image of an `AxialViT` from its arguments (ViT App. D.5).
+
+    The patch embedding, a row and a column block per layer on the patch grid
+    (no class token) and the head; `num_heads` is taken as in
+    `vit_forward_macs`.
+
+    Returns:
+        int.
+    """
+    grid, patch = _grid(image_size, patch_size)
+    total = grid[0] * grid[1] * patch[0] * patch[1] * num_channels * hidden_size
+    total += num_layers * sum(axial_block_macs(grid, hidden_size, mlp_dim, axis) for axis in ("row", "column"))
+    return total + _head_macs(hidden_size, num_classes, include_top, representation_size, 1)
+
+
+def _grid(image_size, patch_size):
+    image, patch = to_pair(image_size, "image_size"), to_pair(patch_size, "patch_size")
+    if image[0] % patch[0] or image[1] % patch[1]:
+        raise ValueError(
+            f"`image_size` must be divisible by `patch_size`. Received: image_size={image_size}, "
+            f"patch_size={patch_size}"
+        )
+    return (image[0] // patch[0], image[1] // patch[1]), patch
+
+
+def _head_macs(width, num_classes, include_top, representation_size, num_heads):
+    if not include_top:
+        return 0
+    check_positive_int(num_classes, "num_classes")
+    if representation_size is None:
+        return num_heads * width * num_classes
+    return width * representation_size + representation_size * num_classes
+
+
+def _conv_macs(layer, output_shape, in_channels):
+    kh, kw = layer.kernel_size
+    return output_shape[1] * output_shape[2] * kh * kw * in_channels * layer.filters
+
+
+def _stage_macs(stage, input_shape):
+    height, width, channels = input_shape[1:]
+    total = 0
+    for unit in stage.units:
+        sh, sw = unit.strides
+        out_h, out_w = math.ceil(height / sh), math.ceil(width / sw)
+        f = unit.filters
+        total += height * width * channels * f  # conv1 (1x1)
+        total += out_h * out_w * 9 * f * f  # conv2 (3x3, strided)
+        total += out_h * out_w * f * 4 * f  # conv3 (1x1)
+        if unit.needs_projection:
+            total += out_h * out_w * channels * 4 * f
+        height, width, channels = out_h, out_w, 4 * f
+    return total
+
+
+def swin_block_macs(resolution, window, width, mlp_hidden):
+    """MACs of one Swin block on an `(H, W)` map of `width` channels (Swin Eq. 1).
+
+    `4 h w C^2 + 2 M^2 h w C` for (S)W-MSA, counted on the map padded to whole
+    windows (the padded tokens are projected and attended too), and
+    `2 h w C C_mlp` for the MLP on the unpadded map.
+
+    Args:
+        resolution: tuple `(H, W)`.
+        window: tuple `(Mh, Mw)`, the window the block uses on this map (see
+            `keras_vit.layers.window_attention.window_and_shift`).
+        width: int. `C`.
+        mlp_hidden: int. The MLP's hidden width.
+    """
+    (height, width_px), (mh, mw) = resolution, window
+    padded = math.ceil(height / mh) * mh * math.ceil(width_px / mw) * mw
+    projections = 4 * padded * width * width
+    attention = 2 * padded * mh * mw * width  # q k^T and A v within windows, all heads
+    mlp = 2 * height * width_px * width * mlp_hidden
+    return projections + attention + mlp
+
+
+def patch_merging_macs(resolution, channels, output_dim):
+    """MACs of a patch merging: the `4C -> output_dim` reduction on the halved map."""
+    merged = math.ceil(resolution[0] / 2) * math.ceil(resolution[1] / 2)
+    return merged * 4 * channels * output_dim
+
+
+def swin_forward_macs(
+    image_size=224,
+    patch_size=4,
+    num_channels=3,
+    embed_dim=96,
+    depths=(2, 2, 6, 2),
+    num_heads=None,
+    window_size=7,
+    mlp_ratio=4.0,
+    num_classes=1000,
+    include_top=True,
+):
+    """Forward MACs per image of a `SwinTransformer` from its builder arguments.
+
+    The same count as `forward_macs` of the built model, without building it:
+    the stage geometry follows the layers (patches and merging round up, the
+    window shrinks to a map not larger than it). The arguments are the
+    builder's; `num_heads` does not change the count and is taken so that a
+    variant's table entry can be passed as it is.
+
+    Returns:
+        int.
+    """
+    window_size = to_pair(window_size, "window_size")
+    patch = to_pair(patch_size, "patch_size")
+    height, width = (math.ceil(s / p) for s, p in zip(to_pair(image_size, "image_size"), patch))
+    total = height * width * patch[0] * patch[1] * num_channels * embed_dim
+    channels = embed_dim
+    for stage, depth in enumerate(depths):
+        if stage > 0:
+            total += patch_merging_macs((height, width), channels, 2 * channels)
+            height, width, channels = math.ceil(height / 2), math.ceil(width / 2), 2 * channels
+        window, _ = window_and_shift((height, width), window_size, (0, 0))
+        total += depth * swin_block_macs((height, width), window, channels, int(channels * mlp_ratio))
+    if include_top:
+        total += channels * num_classes
+    return total
+
+
+def forward_macs(model):
+    """Forward MACs per image of a keras_vit model (ViT, hybrid, DeiT, ConViT, Axial-ViT or Swin).
+
+    Read from the layers' static shapes.
+
+    Raises:
+        ValueError: for a model built with `dynamic_image_size`, whose token
+            count is known only per call.
+    """
+    if any(size is None for size in model.inputs[0].shape[1:]):
+        raise ValueError(
+            "`forward_macs` counts from the model's static shapes; build it with a fixed image size "
+            f"(without `dynamic_image_size`). Received: a model with input shape {model.inputs[0].shape}"
+        )
+    total = 0
+    for layer in model.layers:
+        if isinstance(layer, StandardizedConv2D):
+            total += _conv_macs(layer, layer.output.shape, layer.input.shape[-1])
+        elif isinstance(layer, ResNetStage):
+            total += _stage_macs(layer, layer.input.shape)
+        elif isinstance(layer, PatchEncoder):
+            rows, cols = layer.grid_size
+            total += rows * cols * layer.input.shape[-1] * layer.hidden_size
+        elif isinstance(layer, TransformerBlock):
+            length, width = math.prod(layer.input.shape[1:-1]), layer.input.shape[-1]
+            total += block_macs(layer, length, width)
+        elif isinstance(layer, AxialTransformerBlock):
+            _, rows, cols, width = layer.input.shape
+            total += axial_block_macs((rows, cols), width, layer.mlp_dim, layer.axis)
+        elif isinstance(layer, SwinPatchEmbedding):
+            _, rows, cols, _ = layer.output.shape
+            ph, pw = layer.patch_size
+            total += rows * cols * ph * pw * layer.input.shape[-1] * layer.embed_dim
+        elif isinstance(layer, SwinTransformerBlock):
+            width = layer.input.shape[-1]
+            total += swin_block_macs(layer.resolution, layer.window, width, layer.mlp.mlp_dim)
+        elif isinstance(layer, PatchMerging):
+            _, rows, cols, channels = layer.input.shape
+            total += patch_merging_macs((rows, cols), channels, layer.output.shape[-1])
+        elif layer.name in _HEAD_NAMES:
+            total += layer.input.shape[-1] * layer.units
+    return total
+
+
+def train_flops(model):
+    """Training FLOPs per image: 6 x forward MACs."""
+    return 6 * forward_macs(model)
+
+
+def inference_flops(model):
+    """Inference FLOPs per image: 2 x forward MACs."""
+    return 2 * forward_macs(model)

@@ -92,12 +92,31 @@ ARCHITECTURES = {
 # window is not among them either: the loader resamples the relative position bias
 # tables to another window (bicubic, as Swin's fine-tuning at 384 does). DeiT's
 # `distillation` adds a token and a head, so a distilled checkpoint does not fit
-# a plain model (nor the other way round).
+# a plain model (nor the other way round). The ablation switches last (see
+# `ABLATION_DEFAULTS`); `position_embedding` is ViT's in a ViT call and Swin's
+# in a Swin call.
 ARCHITECTURE_KEYS = (
     "builder", "hidden_size", "num_layers", "num_heads", "mlp_dim", "patch_size",
     "resnet_stages", "num_gpsa_layers", "num_channels", "distillation",
     "embed_dim", "depths", "mlp_ratio", "absolute_position_embedding",
+    "position_embedding", "position_embedding_at", "train_gating",
 )
+
+# The papers' ablation switches (issue #29) that change a model's weights or
+# what they mean, per builder, at the value of the published models (the
+# builders' defaults, and the only value a known checkpoint fits): ViT's
+# position embeddings (App. D.3, Table 8), ConViT's gates frozen at 0 (Table 3
+# (b); a checkpoint's learned gates would replace the zeros) and Swin's position
+# terms (Table 4). The switches that change neither are not compared, so a
+# checkpoint loads into their ablations: Swin's `shifted_windows=False` (the
+# same weights, used in unshifted windows) and ConViT's
+# `train_gpsa_attention=False` (the same weights, frozen at the checkpoint's
+# values).
+ABLATION_DEFAULTS = {
+    "VisionTransformer": {"position_embedding": "learned_1d", "position_embedding_at": "stem"},
+    "ConViT": {"train_gating": True},
+    "SwinTransformer": {"position_embedding": "relative", "absolute_position_embedding": False},
+}
 
 
 def architecture(builder, arguments):
@@ -106,12 +125,16 @@ def architecture(builder, arguments):
     Args:
         builder: str. `"VisionTransformer"`, `"ConViT"` or `"SwinTransformer"`.
         arguments: dict. Builder arguments; other keys are ignored. A missing
-            `resnet_stages` means a pure ViT.
+            `resnet_stages` means a pure ViT, a missing ablation switch its
+            default (`ABLATION_DEFAULTS`).
 
     Returns:
         Dict keyed by `ARCHITECTURE_KEYS` (those given, and `builder`,
-        `resnet_stages` and `distillation` always; a missing `distillation`
-        means none).
+        `resnet_stages`, `distillation` and the builder's ablation switches
+        always; a missing `distillation` means none). Swin's position terms
+        come in one form however they were asked for: `absolute_position_embedding`
+        is whether the model has the absolute embedding, and
+        `position_embedding="relative"` with it is `"absolute+relative"`.
     """
     fields = {key: arguments[key] for key in ARCHITECTURE_KEYS if key in arguments}
     fields["builder"] = builder
@@ -124,13 +147,30 @@ def architecture(builder, arguments):
     for key in ("num_heads", "depths"):
         if isinstance(fields.get(key), list):
             fields[key] = tuple(fields[key])
+    for key, default in ABLATION_DEFAULTS.get(builder, {}).items():
+        fields[key] = arguments.get(key, default)
+    if builder == "SwinTransformer":
+        fields.update(_swin_position_terms(fields["position_embedding"], fields["absolute_position_embedding"]))
     return fields
+
+
+def _swin_position_terms(position_embedding, absolute_position_embedding):
+    """Swin's two position arguments in the one form a built model is read back in.
+
+    `SwinTransformer` adds the absolute embedding for `absolute_position_embedding`
+    or for a `position_embedding` that names it (`keras_vit.models.swin.position_terms`).
+    """
+    absolute = bool(absolute_position_embedding) or position_embedding in ("absolute", "absolute+relative")
+    if absolute and position_embedding == "relative":
+        position_embedding = "absolute+relative"
+    return {"position_embedding": position_embedding, "absolute_position_embedding": absolute}
+
+
+def differing_keys(expected, actual):
+    """The `ARCHITECTURE_KEYS` that both `expected` and `actual` have, with different values."""
+    return [key for key in ARCHITECTURE_KEYS if key in expected and key in actual and expected[key] != actual[key]]
 
 
 def mismatches(expected, actual):
     """`"key=expected vs key=actual"` for every field of `expected` that `actual` differs in."""
-    return [
-        f"{key}={expected[key]!r} vs {key}={actual.get(key)!r}"
-        for key in ARCHITECTURE_KEYS
-        if key in expected and key in actual and expected[key] != actual[key]
-    ]
+    return [f"{key}={expected[key]!r} vs {key}={actual[key]!r}" for key in differing_keys(expected, actual)]

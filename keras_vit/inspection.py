@@ -19,6 +19,8 @@ from keras_vit.layers.bit import ResNetStage, StandardizedConv2D
 from keras_vit.layers.patching import PatchEncoder, Patches
 from keras_vit.layers.tokens import ClassToken, DistillationToken
 from keras_vit.layers.pooling import SeparableMaxPooling2D
+from keras_vit.layers.position import TokenPositionEmbedding
+from keras_vit.layers.relative_attention import RelativeSelfAttention
 from keras_vit.layers.swin import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock
 from keras_vit.layers.transformer import TransformerBlock
 
@@ -168,28 +170,58 @@ def has_class_token(model):
 
 
 def swin_arguments(model):
-    """The `SwinTransformer` arguments that fix a Swin model's weights.
+    """The `SwinTransformer` arguments that fix a Swin model's weights, and `shifted_windows`.
 
     `window_size` is the requested window (a block on a smaller map uses a
-    smaller one).
+    smaller one). `position_embedding` is in the form of
+    `keras_vit.architectures.architecture` (`"absolute+relative"` for the
+    default with `absolute_position_embedding=True`). `shifted_windows` is
+    whether a block asks for a shift; `True` (the default) when no stage has
+    a second block, where a model without shifts is the same model.
     """
     embedding = first_layer(model, SwinPatchEmbedding)
     stages = swin_stages(model)
+    absolute = any(w.path == SWIN_POSITION for w in model.weights)
     arguments = {
         "embed_dim": embedding.embed_dim,
         "patch_size": embedding.patch_size,
         "depths": tuple(len(stage) for stage in stages),
         "num_heads": tuple(stage[0].num_heads for stage in stages),
-        "absolute_position_embedding": any(w.path == SWIN_POSITION for w in model.weights),
+        "absolute_position_embedding": absolute,
+        "shifted_windows": (
+            any(any(block.shift_size) for stage in stages for block in stage)
+            or not any(len(stage) > 1 for stage in stages)
+        ),
     }
     if stages:
         first = stages[0][0]
-        arguments.update(window_size=first.window_size, mlp_ratio=first.mlp_ratio)
+        arguments.update(
+            window_size=first.window_size,
+            mlp_ratio=first.mlp_ratio,
+            position_embedding=_swin_position_embedding(
+                absolute, first.use_relative_position_bias, first.use_content_term
+            ),
+        )
     return arguments
 
 
+def _swin_position_embedding(absolute, relative_bias, content):
+    """The `SwinTransformer(position_embedding=...)` (Swin Table 4) of a model's position terms."""
+    if not relative_bias:
+        return "absolute" if absolute else "none"
+    if not content:
+        # With the absolute embedding too: `absolute_position_embedding=True` says so.
+        return "relative_without_content"
+    return "absolute+relative" if absolute else "relative"
+
+
 def vit_arguments(model):
-    """The `VisionTransformer` / `ConViT` arguments that fix a ViT-like model's weights."""
+    """The `VisionTransformer` / `ConViT` arguments that fix a ViT-like model's weights.
+
+    Also the ablation switches (ViT App. D.3 Table 8, ConViT Table 3):
+    `position_embedding` and `position_embedding_at` of every ViT-like model,
+    and, with GPSA blocks, ConViT's `train_gating` and `train_gpsa_attention`.
+    """
     encoder = first_layer(model, PatchEncoder)
     vit_blocks = layers_of(model, TransformerBlock)
     patches = first_layer(model, Patches)
@@ -198,14 +230,37 @@ def vit_arguments(model):
         "num_layers": len(vit_blocks),
         "num_gpsa_layers": sum(block.use_gpsa for block in vit_blocks),
         "distillation": first_layer(model, DistillationToken) is not None,
+        **_position_arguments(encoder, vit_blocks, layers_of(model, TokenPositionEmbedding)),
     }
     if vit_blocks:
         arguments.update(num_heads=vit_blocks[0].num_heads, mlp_dim=vit_blocks[0].mlp_dim)
+    gpsa = [block for block in vit_blocks if block.use_gpsa]
+    if gpsa:
+        # ConViT sets both switches alike in every GPSA block.
+        arguments.update(train_gating=gpsa[0].train_gating, train_gpsa_attention=gpsa[0].train_gpsa_attention)
     if patches is not None:
         arguments["patch_size"] = patches.patch_size
     if first_layer(model, StandardizedConv2D) is not None:
         arguments["resnet_stages"] = tuple(stage.num_units for stage in layers_of(model, ResNetStage))
     return arguments
+
+
+def _position_arguments(encoder, vit_blocks, block_embeddings):
+    """`position_embedding` and `position_embedding_at` (ViT App. D.3, Table 8) of a ViT-like model."""
+    if any(isinstance(getattr(block, "attention", None), RelativeSelfAttention) for block in vit_blocks):
+        return {"position_embedding": "relative", "position_embedding_at": "stem"}
+    if encoder.use_position_embedding:
+        return {"position_embedding": encoder.position_layout, "position_embedding_at": "stem"}
+    if not block_embeddings:
+        return {"position_embedding": "none", "position_embedding_at": "stem"}
+    # One layer called before every block, or one layer per block. A single block
+    # cannot tell them apart by count: the builder names the shared one
+    # `position_embedding` and the others `position_embedding_{index}`.
+    shared = len(block_embeddings) == 1 and (len(vit_blocks) > 1 or block_embeddings[0].name == "position_embedding")
+    return {
+        "position_embedding": block_embeddings[0].layout,
+        "position_embedding_at": "every_layer_shared" if shared else "every_layer",
+    }
 
 
 def model_architecture(model):

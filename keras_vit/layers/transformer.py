@@ -210,9 +210,11 @@ class TransformerBlock(keras.layers.Layer):
 
     `z' = z + DropPath(Dropout(MSA(LN(z))))`, `z'' = z' + DropPath(MLP(LN(z')))`.
     Dropout follows every dense layer but the qkv projection (ViT App. B.1). With
-    `use_gpsa` the attention is ConViT's gated positional self-attention; with
-    `relative_positions`, self-attention with the 1-D relative position logits
-    of ViT App. D.3 (`RelativeSelfAttention`).
+    `use_gpsa` the attention is ConViT's gated positional self-attention, whose
+    gates (`train_gating`) or all of whose weights (`train_gpsa_attention`)
+    ConViT's ablations freeze (Table 3); with `relative_positions`,
+    self-attention with the 1-D relative position logits of ViT App. D.3
+    (`RelativeSelfAttention`).
 
     Args:
         num_heads: int. Number of attention heads.
@@ -231,6 +233,14 @@ class TransformerBlock(keras.layers.Layer):
             Defaults to 1.
         use_local_init: bool. GPSA's convolutional initialization. Defaults to
             `True`.
+        train_gating: bool. `False` fixes GPSA's gates at `lambda_h = 0`, a
+            non-trainable weight (`GPSA`'s `train_gating`; ConViT Table 3
+            (b)). Only with `use_gpsa`. Defaults to `True`.
+        train_gpsa_attention: bool. `False` makes every weight of the GPSA
+            layer non-trainable, frozen at its initialization (or at the
+            values a checkpoint loads); the LayerNorms and the MLP still
+            train (ConViT Table 3 (f), (g)). Only with `use_gpsa`. Defaults
+            to `True`.
         relative_positions: int or None. The number of patch tokens (after
             the prefix tokens, in raster order) between which the attention
             adds 1-D relative position logits (`RelativeSelfAttention`); None
@@ -270,6 +280,8 @@ class TransformerBlock(keras.layers.Layer):
         grid_size=None,
         locality_strength=1.0,
         use_local_init=True,
+        train_gating=True,
+        train_gpsa_attention=True,
         relative_positions=None,
         relative_position_initializer=None,
         kernel_initializer="glorot_uniform",
@@ -293,6 +305,15 @@ class TransformerBlock(keras.layers.Layer):
                 "`grid_size` (rows, cols of the patch grid) is required with "
                 f"`use_gpsa=True`. Received: grid_size={grid_size}"
             )
+        check_bool(train_gating, "train_gating")
+        check_bool(train_gpsa_attention, "train_gpsa_attention")
+        if not use_gpsa and not (train_gating and train_gpsa_attention):
+            # Silently ignoring them would train what the caller meant to freeze.
+            raise ValueError(
+                "`train_gating` and `train_gpsa_attention` freeze parts of GPSA, so turning them off "
+                f"needs use_gpsa=True. Received: train_gating={train_gating}, "
+                f"train_gpsa_attention={train_gpsa_attention}, use_gpsa={use_gpsa!r}"
+            )
         if relative_positions is not None:
             check_positive_int(relative_positions, "relative_positions")
             if use_gpsa:
@@ -311,6 +332,8 @@ class TransformerBlock(keras.layers.Layer):
         self.grid_size = None if grid_size is None else tuple(grid_size)
         self.locality_strength = locality_strength
         self.use_local_init = use_local_init
+        self.train_gating = train_gating
+        self.train_gpsa_attention = train_gpsa_attention
         self.relative_positions = relative_positions
         # Left None without relative attention: a random initializer draws its
         # seed from Python's generator when it is made, which would change the
@@ -341,6 +364,9 @@ class TransformerBlock(keras.layers.Layer):
                 locality_strength=self.locality_strength,
                 use_local_init=self.use_local_init,
                 qk_bias=self.qkv_bias,
+                train_gating=self.train_gating,
+                # Keras' own freeze: every weight the layer creates is non-trainable.
+                trainable=self.train_gpsa_attention,
                 **common,
             )
         if self.relative_positions is not None:
@@ -419,6 +445,8 @@ class TransformerBlock(keras.layers.Layer):
                 "grid_size": self.grid_size,
                 "locality_strength": self.locality_strength,
                 "use_local_init": self.use_local_init,
+                "train_gating": self.train_gating,
+                "train_gpsa_attention": self.train_gpsa_attention,
                 "relative_positions": self.relative_positions,
                 "relative_position_initializer": (
                     None

@@ -2,7 +2,6 @@
 
 import keras
 
-from keras_vit.layers.gpsa import GPSA
 from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.layers.validation import check_bool, check_non_negative_float
 from keras_vit.models.common import patch_grid
@@ -87,15 +86,20 @@ def ConViT(
         train_gating: bool. `False` freezes the gating parameters of every
             GPSA block at `lambda_h = 0`, half of the attention on content and
             half on position (Table 3 (b), footnote 3): the gates become
-            non-trainable weights. Defaults to `True`.
+            non-trainable weights. A checkpoint's learned gates would replace
+            the zeros, so `weights` and `keras_vit.load_weights` refuse a
+            known checkpoint for such a model before downloading it.
+            Defaults to `True`.
         train_gpsa_attention: bool. `False` freezes all the attention weights
             of the GPSA blocks (`W_qry`, `W_key`, `W_val`, the output
             projection, `v_pos` and the gates) at their initialization, so
             that only the patch embedding, the position embeddings, the class
             token, the LayerNorms, the MLPs, the self-attention blocks and
             the head train (Table 3 (f) and (g)). The gates then stay at their
-            initial `lambda_h = 1` (at 0 with `train_gating=False`). Defaults
-            to `True`.
+            initial `lambda_h = 1` (at 0 with `train_gating=False`). The
+            weights keep their shapes and meaning, so a checkpoint loads:
+            the attention is then frozen at the checkpoint's values instead
+            of an initialization. Defaults to `True`.
         num_classes, include_top, pooling, representation_size,
         classifier_activation, dropout_rate, attention_dropout_rate,
         drop_path_rate, dtype, remat, weights, name: as in `VisionTransformer`.
@@ -143,17 +147,12 @@ def ConViT(
     check_bool(train_gpsa_attention, "train_gpsa_attention")
     grid_size = patch_grid(config.image_size, config.patch_size, dynamic_padding)
     init = config.init
-    # The default model keeps plain TransformerBlocks, so that its saved
-    # configuration is the one it has always had.
-    ablated = not (train_gating and train_gpsa_attention)
 
     def make_block(index):
         use_gpsa = index < num_gpsa_layers
-        block, switches = TransformerBlock, {}
-        if use_gpsa and ablated:
-            block = GPSAAblationBlock
-            switches = {"train_gating": train_gating, "train_attention": train_gpsa_attention}
-        return block(
+        # The switches apply to the GPSA blocks only; the others keep the defaults.
+        switches = dict(train_gating=train_gating, train_gpsa_attention=train_gpsa_attention) if use_gpsa else {}
+        return TransformerBlock(
             num_heads,
             mlp_dim,
             dropout_rate=dropout_rate,
@@ -186,56 +185,15 @@ def ConViT(
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class GPSAAblationBlock(TransformerBlock):
-    """A GPSA `TransformerBlock` with the switches of ConViT's ablation (Table 3).
+    """A GPSA `TransformerBlock` with ConViT's ablation switches, under its former class name.
 
-    The `ConViT` builder uses it for its GPSA blocks when a switch is off, and
-    plain `TransformerBlock`s otherwise. The switches are arguments, kept in
-    the configuration, so that the frozen weights stay frozen after a
-    `.keras` round trip.
-
-    Args:
-        num_heads: int. As in `TransformerBlock`.
-        mlp_dim: int. As in `TransformerBlock`.
-        train_gating: bool. `False` fixes the gates at `lambda_h = 0`, a
-            non-trainable weight (`GPSA`'s `train_gating`; Table 3 (b)).
-            Defaults to `True`.
-        train_attention: bool. `False` makes every weight of the GPSA layer
-            non-trainable, frozen at its initialization (Table 3 (f), (g));
-            the LayerNorms and the MLP still train. Defaults to `True`.
-        **kwargs: `TransformerBlock` arguments; `use_gpsa` must be `True`.
+    Kept registered so that `.keras` files saved when the switches had a class
+    of their own still load; new models use `TransformerBlock(use_gpsa=True,
+    train_gating=..., train_gpsa_attention=...)`. Its `train_attention` is
+    `TransformerBlock`'s `train_gpsa_attention`.
     """
 
-    def __init__(self, num_heads, mlp_dim, train_gating=True, train_attention=True, **kwargs):
-        check_bool(train_gating, "train_gating")
+    def __init__(self, *args, train_attention=True, **kwargs):
         check_bool(train_attention, "train_attention")
-        # Set before the base constructor, which makes a GPSA to check its arguments.
-        self.train_gating = train_gating
-        self.train_attention = train_attention
-        super().__init__(num_heads, mlp_dim, **kwargs)
-        if not self.use_gpsa:
-            raise ValueError(
-                "GPSAAblationBlock switches parts of a GPSA layer, so it needs "
-                f"use_gpsa=True. Received: use_gpsa={self.use_gpsa!r}"
-            )
-
-    def _make_attention(self):
-        # TransformerBlock's GPSA, with the two switches.
-        return GPSA(
-            num_heads=self.num_heads,
-            grid_size=self.grid_size,
-            locality_strength=self.locality_strength,
-            use_local_init=self.use_local_init,
-            qk_bias=self.qkv_bias,
-            attention_dropout_rate=self.attention_dropout_rate,
-            kernel_initializer=self.kernel_initializer,
-            train_gating=self.train_gating,
-            # Keras' own freeze: every weight the layer creates is non-trainable.
-            trainable=self.train_attention,
-            dtype=self.dtype_policy,
-            name="attention",
-        )
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"train_gating": self.train_gating, "train_attention": self.train_attention})
-        return config
+        kwargs.setdefault("train_gpsa_attention", train_attention)
+        super().__init__(*args, **kwargs)

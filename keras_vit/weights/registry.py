@@ -24,7 +24,7 @@ import re
 
 import keras
 
-from keras_vit.architectures import ARCHITECTURES, architecture, mismatches
+from keras_vit.architectures import ABLATION_DEFAULTS, ARCHITECTURES, architecture, differing_keys, mismatches
 from keras_vit.files import file_sha256, write_text_atomically
 
 
@@ -57,10 +57,17 @@ _HF = "https://huggingface.co/timm"
 # Every known checkpoint takes RGB images; stated so that a model of other
 # channels is refused before the download, not after it.
 _RGB = {"num_channels": 3}
+# Every ViT, hybrid and DeiT checkpoint has learned 1-D position embeddings
+# added at the stem (ViT Sec. 3.1), stated so that a model of another row or
+# column of ViT Table 8 is refused before the download.
+_LEARNED_1D = {**_RGB, "position_embedding": "learned_1d", "position_embedding_at": "stem"}
 # Fine-tuned on ImageNet-1k at 384 px (ViT Table 2, App. B.1.1).
-_FT384 = {**_RGB, "num_classes": 1000, "image_size": 384}
+_FT384 = {**_LEARNED_1D, "num_classes": 1000, "image_size": 384}
 # Pre-trained on ImageNet-21k: 21843 classes and a pre-logits layer (ViT Sec. 3.1).
-_I21K = {**_RGB, "num_classes": 21843, "image_size": 224}
+_I21K = {**_LEARNED_1D, "num_classes": 21843, "image_size": 224}
+# ConViT's checkpoints learned their gates (ConViT Table 3 (a)); their attention
+# loads into a model that freezes it (`train_gpsa_attention=False`) as into one that trains it.
+_CONVIT = {"num_classes": 1000, "image_size": 224, "train_gating": True}
 
 
 def _i21k(width):
@@ -68,7 +75,7 @@ def _i21k(width):
 
 
 def _augreg(name):
-    return KnownCheckpoint(f"{_AUGREG}/{name}.npz", config={**_RGB, "num_classes": 1000, "image_size": 224})
+    return KnownCheckpoint(f"{_AUGREG}/{name}.npz", config={**_LEARNED_1D, "num_classes": 1000, "image_size": 224})
 
 
 def _timm_hub(model_tag, **config):
@@ -77,8 +84,14 @@ def _timm_hub(model_tag, **config):
 
 # The settings of every Swin checkpoint besides its variant's table entry: the
 # builder's defaults, stated so that a model built otherwise is refused before
-# the download (they fix the weights' shapes or what they compute).
-_SWIN = {**_RGB, "patch_size": 4, "mlp_ratio": 4.0, "absolute_position_embedding": False}
+# the download (they fix the weights' shapes or what they compute): Swin's own
+# relative position bias beside the content term, no absolute embedding (Swin
+# Table 4's last row). Not `shifted_windows`: the same weights serve windows
+# without shifting, so a checkpoint loads into that ablation too.
+_SWIN = {
+    **_RGB, "patch_size": 4, "mlp_ratio": 4.0, "absolute_position_embedding": False,
+    "position_embedding": "relative",
+}
 # Microsoft's ImageNet-22k checkpoints classify 21841 classes (timm's `ms_in22k`).
 _SWIN_I22K_CLASSES = 21841
 
@@ -101,7 +114,7 @@ def _swin_release(variant, model, image_size=224, imagenet1k=True):
 
 def _deit_release(variant, model, image_size=224):
     """A DeiT size's ImageNet-1k checkpoints, plain and distilled: `{variant}/imagenet`, `{variant}_distilled/imagenet`."""
-    config = dict(num_classes=1000, image_size=image_size, preprocessing="imagenet")
+    config = dict(_LEARNED_1D, num_classes=1000, image_size=image_size, preprocessing="imagenet")
     return {
         f"{variant}/imagenet": _timm_hub(f"{model}_patch16_{image_size}.fb_in1k", **config),
         f"{variant}_distilled/imagenet": _timm_hub(f"{model}_distilled_patch16_{image_size}.fb_in1k", **config),
@@ -153,9 +166,9 @@ KNOWN_CHECKPOINTS = {
     **_deit_release("DeiT_B16", "deit_base"),
     **_deit_release("DeiT_B16_384", "deit_base", image_size=384),
     # ConViT (d'Ascoli et al. 2021), ImageNet-1k, as published on the timm hub.
-    "ConViT_Ti/imagenet": _timm_hub("convit_tiny.fb_in1k", num_classes=1000, image_size=224),
-    "ConViT_S/imagenet": _timm_hub("convit_small.fb_in1k", num_classes=1000, image_size=224),
-    "ConViT_B/imagenet": _timm_hub("convit_base.fb_in1k", num_classes=1000, image_size=224),
+    "ConViT_Ti/imagenet": _timm_hub("convit_tiny.fb_in1k", **_CONVIT),
+    "ConViT_S/imagenet": _timm_hub("convit_small.fb_in1k", **_CONVIT),
+    "ConViT_B/imagenet": _timm_hub("convit_base.fb_in1k", **_CONVIT),
     # Swin Transformer (Liu et al. 2021, Sec. 4.1), Microsoft's release as timm publishes it.
     **_swin_release("Swin_T", "swin_tiny_patch4_window7_224"),
     **_swin_release("Swin_S", "swin_small_patch4_window7_224"),
@@ -241,19 +254,37 @@ def check_fits(key, actual, target):
 
     Raises:
         ValueError: naming the checkpoint, its variant, the model and every
-            field that differs.
+            field that differs; for an ablation switch off its published value
+            (`keras_vit.architectures.ABLATION_DEFAULTS`), the values of the
+            builder's switches that `weights` needs and those of the model.
     """
     expected = checkpoint_architecture(key)
     if expected is None or actual is None:
         return
-    problems = mismatches(expected, actual)
-    if problems:
-        raise ValueError(
-            f"The checkpoint {key!r} is one of {key.split('/')[0]} and does not fit "
-            f"{target}: {', '.join(problems)} (checkpoint vs model). Nothing was "
-            f"downloaded. keras_vit.{key.split('/')[0]}(weights={key!r}) builds a model "
-            "that it fits."
+    differing = differing_keys(expected, actual)
+    if not differing:
+        return
+    variant = key.split("/")[0]
+    same_builder = expected["builder"] == actual.get("builder")
+    switches = ABLATION_DEFAULTS.get(expected["builder"], {}) if same_builder else {}
+
+    def without_switches(fields):
+        return {k: v for k, v in fields.items() if k not in switches}
+
+    problems = mismatches(without_switches(expected), without_switches(actual))
+    reasons = [f"{', '.join(problems)} (checkpoint vs model)"] if problems else []
+    if any(k in switches for k in differing):
+        # All of the builder's switches, so that the message shows the whole call that fits.
+        shown = [k for k in switches if k in actual]
+        reasons.append(
+            f"`weights` needs {', '.join(f'{k}={expected[k]!r}' for k in shown)} (the published "
+            f"model's ablation switches) and the model has {', '.join(f'{k}={actual[k]!r}' for k in shown)}, "
+            "whose weights differ from the checkpoint's in shape or meaning"
         )
+    raise ValueError(
+        f"The checkpoint {key!r} is one of {variant} and does not fit {target}: {'; '.join(reasons)}. "
+        f"Nothing was downloaded. keras_vit.{variant}(weights={key!r}) builds a model that it fits."
+    )
 
 
 def _cache_name(checkpoint):

@@ -1,6 +1,8 @@
 """ConViT's ablations (Table 3, Fig. 8 and 12) as builder switches."""
 
+import json
 import math
+import zipfile
 
 import keras
 import numpy as np
@@ -70,6 +72,9 @@ def test_defaults_keep_todays_model():
         TransformerBlock
     }
     assert default.non_trainable_weights == []
+    for layer in default.layers:
+        if isinstance(layer, TransformerBlock):
+            assert (layer.train_gating, layer.train_gpsa_attention) == (True, True)
     for name in GPSA_BLOCKS:
         np.testing.assert_array_equal(to_numpy(default.get_layer(name).attention.gating), np.ones(4))
 
@@ -171,9 +176,9 @@ def test_number_of_gpsa_blocks(num_gpsa_layers):
     model = build(num_gpsa_layers=num_gpsa_layers, train_gating=False)
     blocks = [model.get_layer(f"encoderblock_{i}") for i in range(3)]
     assert [b.use_gpsa for b in blocks] == [i < num_gpsa_layers for i in range(3)]
-    assert [type(b) for b in blocks] == [GPSAAblationBlock] * num_gpsa_layers + [TransformerBlock] * (
-        3 - num_gpsa_layers
-    )
+    # The switches reach every GPSA block and no other.
+    assert [type(b) for b in blocks] == [TransformerBlock] * 3
+    assert [b.train_gating for b in blocks] == [i >= num_gpsa_layers for i in range(3)]
     names = [layer.name for layer in model.layers]
     assert names.index("class_token") == names.index(f"encoderblock_{num_gpsa_layers}") - 1
 
@@ -188,25 +193,95 @@ def test_switches_survive_a_keras_file_round_trip(tmp_path):
     np.testing.assert_array_equal(to_numpy(restored(x)), expected)
     for name in GPSA_BLOCKS:
         block = restored.get_layer(name)
-        assert type(block) is GPSAAblationBlock
-        assert (block.train_gating, block.train_attention) == (False, False)
+        assert type(block) is TransformerBlock
+        assert (block.train_gating, block.train_gpsa_attention) == (False, False)
     frozen = gpsa_attention_paths(model)
     assert {v.path for v in restored.non_trainable_weights} == frozen
     assert not train_one_step(restored) & frozen
 
 
-def test_ablation_block_config_round_trip():
+def test_block_switches_config_round_trip():
     x = np.random.default_rng(0).normal(size=(2, 6, 16)).astype("float32")
     kwargs = {"num_heads": 4, "mlp_dim": 8, "use_gpsa": True, "grid_size": (2, 3), "qkv_bias": False,
-              "train_gating": False, "train_attention": False}
-    check_layer(GPSAAblationBlock, kwargs, x)
-    block = GPSAAblationBlock(**kwargs)
+              "train_gating": False, "train_gpsa_attention": False}
+    check_layer(TransformerBlock, kwargs, x)
+    block = TransformerBlock(**kwargs)
     block(x)
-    assert block.get_config()["train_attention"] is False
+    assert (block.get_config()["train_gating"], block.get_config()["train_gpsa_attention"]) == (False, False)
     assert all("/attention/" in v.path for v in block.non_trainable_weights)
     # gating, qk and v kernels (no bias), out and pos_proj kernels and biases.
     assert len(block.non_trainable_weights) == 7
     assert not any("/attention/" in v.path for v in block.trainable_weights)
+
+
+def _rewrite_block_configs(path, edit_block):
+    """Edits, inside the `.keras` file `path`, the config of every block as `edit_block(layer_config)` does."""
+    with zipfile.ZipFile(path) as archive:
+        files = {name: archive.read(name) for name in archive.namelist()}
+    config = json.loads(files["config.json"])
+    for layer in config["config"]["layers"]:
+        if layer["class_name"] in ("TransformerBlock", "GPSAAblationBlock"):
+            edit_block(layer["config"])
+    files["config.json"] = json.dumps(config).encode()
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+
+
+def _without_switches(config):
+    for key in ("train_gating", "train_gpsa_attention"):
+        config.pop(key, None)
+
+
+def test_a_file_saved_with_the_former_ablation_block_loads(tmp_path):
+    # Before the switches moved into TransformerBlock, ConViT's ablated GPSA blocks
+    # were `GPSAAblationBlock`s whose second switch was named `train_attention`,
+    # and the other blocks' configs had no switches. The file is written as then:
+    # the alias class (which also names the blocks' weights in the file), then
+    # the configs as that class wrote them.
+    model = build(train_gating=False, train_gpsa_attention=False)
+    x = images(2)
+    expected = to_numpy(model(x))
+
+    def former_class(layer):
+        if getattr(layer, "use_gpsa", False):
+            return GPSAAblationBlock.from_config(layer.get_config())
+        return layer.__class__.from_config(layer.get_config())
+
+    former = keras.models.clone_model(model, clone_function=former_class)
+    former.set_weights(model.get_weights())
+    path = str(tmp_path / "model.keras")
+    former.save(path)
+
+    def former_config(config):
+        if config["use_gpsa"]:
+            config["train_attention"] = config.pop("train_gpsa_attention")
+        else:
+            _without_switches(config)
+
+    _rewrite_block_configs(path, former_config)
+    restored = keras.models.load_model(path)
+    np.testing.assert_array_equal(to_numpy(restored(x)), expected)
+    for name in GPSA_BLOCKS:
+        block = restored.get_layer(name)
+        assert type(block) is GPSAAblationBlock and isinstance(block, TransformerBlock)
+        assert (block.train_gating, block.train_gpsa_attention) == (False, False)
+    assert {v.path for v in restored.non_trainable_weights} == gpsa_attention_paths(model)
+
+
+def test_a_default_block_config_without_the_switches_loads(tmp_path):
+    # Files saved before the switches existed lack their keys: the defaults apply.
+    model = build()
+    x = images(2)
+    expected = to_numpy(model(x))
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+
+    _rewrite_block_configs(path, _without_switches)
+    restored = keras.models.load_model(path)
+    np.testing.assert_array_equal(to_numpy(restored(x)), expected)
+    assert restored.non_trainable_weights == []
+    assert all(type(block) is TransformerBlock for block in restored.layers[1:] if hasattr(block, "use_gpsa"))
 
 
 def test_variant_builders_take_the_switches():
@@ -214,7 +289,7 @@ def test_variant_builders_take_the_switches():
         image_size=32, num_layers=2, num_gpsa_layers=1, num_classes=10, train_gpsa_attention=False
     )
     block = model.get_layer("encoderblock_0")
-    assert type(block) is GPSAAblationBlock and not block.train_attention
+    assert type(block) is TransformerBlock and not block.train_gpsa_attention
     assert {v.path.split("/")[1] for v in model.non_trainable_weights} == {"attention"}
 
 
@@ -237,7 +312,14 @@ def test_bad_switches_are_clear_errors(overrides, message):
 def test_layers_reject_bad_switches():
     with pytest.raises(ValueError, match=r"`train_gating` must be True or False. Received: train_gating='False'"):
         GPSA(num_heads=4, grid_size=2, train_gating="False")
+    with pytest.raises(
+        ValueError, match=r"`train_gpsa_attention` must be True or False. Received: train_gpsa_attention=1"
+    ):
+        TransformerBlock(4, 8, use_gpsa=True, grid_size=2, train_gpsa_attention=1)
+    with pytest.raises(ValueError, match=r"`train_gating` must be True or False. Received: train_gating=None"):
+        TransformerBlock(4, 8, use_gpsa=True, grid_size=2, train_gating=None)
+    with pytest.raises(ValueError, match=r"freeze parts of GPSA, so turning them off needs use_gpsa=True. "
+                                         r"Received: train_gating=False, train_gpsa_attention=True, use_gpsa=False"):
+        TransformerBlock(4, 8, train_gating=False)
     with pytest.raises(ValueError, match=r"`train_attention` must be True or False. Received: train_attention=1"):
         GPSAAblationBlock(4, 8, use_gpsa=True, grid_size=2, train_attention=1)
-    with pytest.raises(ValueError, match=r"needs use_gpsa=True. Received: use_gpsa=False"):
-        GPSAAblationBlock(4, 8, train_gating=False)

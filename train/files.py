@@ -3,11 +3,16 @@
 The remote-path shim (`is_remote`, `gfile`), the atomic writes and the folder
 moves with a commit point (`move_folder`'s `last`, a checkpoint's manifest)
 are the library's, `keras_vit.files`: this module adds the listing, sizing and
-syncing the checkpoints need, and is the trainer's one module of file
-operations.
+syncing the checkpoints need, the exclusive creation of the workdir's lock, and
+the naming of a failed write (`os_errors`), and is the trainer's one module of
+file operations.
 """
 
+import contextlib
+import errno
 import os
+import re
+import uuid
 
 from keras_vit.files import (  # noqa: F401 - the trainer's file operations, used as `files.<name>`
     absolute,
@@ -55,3 +60,115 @@ def sync(path):
         return
     with open(path, "rb") as f:
         os.fsync(f.fileno())
+
+
+def getmtime(path):
+    """When a file was last written, in seconds since the epoch (remotely by the store's clock)."""
+    return gfile().stat(path).mtime_nsec / 1e9 if is_remote(path) else os.path.getmtime(path)
+
+
+def create_exclusively(path, data):
+    """Writes the bytes `data` to `path` if nothing is there yet; raises `FileExistsError` otherwise.
+
+    The content goes to a temporary name first (`staging_path`) and is then
+    linked to `path` (locally: atomic, so of two processes creating the same
+    path exactly one succeeds, and a reader never sees a half-written file) or
+    renamed to it without overwriting (remotely); the temporary name is a
+    leftover name of `train.workdir`, removed by the next run if this one dies. An object store (`gs://`)
+    checks and copies in two requests, so two processes within the same
+    moment can both succeed there: a caller that needs to know reads the file
+    back.
+    """
+    # `staging_path`'s name with a random part: threads of one process share its pid.
+    staged = os.path.join(os.path.dirname(absolute(path)),
+                          f".tmp-{os.getpid()}-{uuid.uuid4().hex[:12]}-{os.path.basename(path)}")
+    try:
+        with open_file(staged, "wb") as f:
+            f.write(data)
+            if not is_remote(staged):
+                f.flush()
+                os.fsync(f.fileno())
+        if is_remote(path):
+            _rename_without_overwrite(staged, path)
+        else:
+            try:
+                os.link(staged, path)
+            except FileExistsError:
+                raise
+            except OSError:
+                # A file system without hard links: an exclusive create is as atomic,
+                # but a reader may see the file before its content.
+                descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                with os.fdopen(descriptor, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+    finally:
+        if exists(staged):
+            remove(staged)
+
+
+def _rename_without_overwrite(source, target):
+    import tensorflow as tf
+
+    if gfile().exists(target):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), target)
+    try:
+        gfile().rename(source, target, overwrite=False)
+    except tf.errors.AlreadyExistsError:
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), target) from None
+
+
+# The system's reasons for a failed write, as the libraries that write checkpoints
+# and exports report them in their own words: h5py ("errno = 28"), TensorStore
+# under Orbax ("[os_error_code='28']"), TensorFlow (the reason's text alone).
+WRITE_FAILURES = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EFBIG)
+_ERRNO_PATTERNS = (re.compile(r"\berrno = (\d+)"), re.compile(r"os_error_code='?(\d+)"), re.compile(r"\[Errno (\d+)\]"))
+_FILENAME_PATTERNS = (re.compile(r"filename = '([^']+)'"), re.compile(r'(?:writing|write|create)[^"\n]* file "([^"]+)"'))
+
+
+def as_os_error(error, path=None):
+    """A library's report of a failed write as an `OSError(errno, reason, file)`; None if it is not one.
+
+    Args:
+        error: the exception raised.
+        path: str or None. What was being written, named when the error
+            names no file itself.
+    """
+    own = isinstance(error, OSError) and bool(error.errno)
+    if own and error.strerror == os.strerror(error.errno) and (error.filename or path is None):
+        return error  # already says it plainly
+    message = str(error)
+    code = error.errno if own else None
+    for pattern in _ERRNO_PATTERNS:
+        match = code is None and pattern.search(message)
+        if match and int(match.group(1)) in WRITE_FAILURES:
+            code = int(match.group(1))
+    if code is None:
+        code = next((code for code in WRITE_FAILURES if os.strerror(code) in message), None)
+    if code is None:
+        return None
+    found = (pattern.search(message) for pattern in _FILENAME_PATTERNS)
+    filename = (error.filename if own else None) or next((match.group(1) for match in found if match), path)
+    return OSError(code, os.strerror(code), filename)
+
+
+@contextlib.contextmanager
+def os_errors(path=None):
+    """Re-raises a failed write that a library reports in its own words as an `OSError` naming the file.
+
+    A full or read-only disk then reads the same whoever wrote: the file, the
+    system's reason (`"No space left on device"`), nothing else. Other
+    errors pass unchanged.
+
+    Args:
+        path: str or None. What the block writes, named when the error names
+            no file itself.
+    """
+    try:
+        yield
+    except Exception as error:  # noqa: BLE001 - h5py, TensorStore and TensorFlow raise their own types
+        translated = as_os_error(error, path)
+        if translated is None or translated is error:
+            raise
+        raise translated from error

@@ -35,6 +35,10 @@ from train.configs import PRESETS, TrainConfig, get_config  # noqa: E402
 FLAGS = flags.FLAGS
 flags.DEFINE_string("config", "default", f"Preset, one of {sorted(PRESETS)}.")
 flags.DEFINE_string("workdir", "workdir", "Checkpoints, TensorBoard logs, model.keras, saved_model.")
+flags.DEFINE_bool("break_workdir_lock", False, "Take over the workdir's lock.json although the run on another host "
+                  "that it names may still be alive (do so only once sure that run is gone: two runs writing one "
+                  "workdir corrupt its checkpoints). A lock of this host's gone process, or one unrefreshed for 15 "
+                  "minutes, is taken over without it.")
 flags.DEFINE_bool("tpu", False, "Train on the TPU of this Colab runtime or TPU VM (TPUStrategy).")
 flags.DEFINE_string("tpu_name", None, "Train on a named or remote TPU (name or grpc://host:port; TensorFlow).")
 flags.DEFINE_string("strategy", "auto", "TensorFlow: 'multi_worker' (MultiWorkerMirroredStrategy over the workers of "
@@ -129,7 +133,7 @@ def main(argv):
                  else f"{type(strategy).__name__} with {strategy.num_replicas_in_sync} replica(s)")
         print(f"keras_vit training: model={config.model} dataset={config.dataset} "
               f"backend={keras.backend.backend()} on {where}, workdir={FLAGS.workdir}", flush=True)
-        summary = train(config, FLAGS.workdir, strategy)
+        summary = train(config, FLAGS.workdir, strategy, break_lock=FLAGS.break_workdir_lock)
     except (ValueError, TPUUnavailableError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

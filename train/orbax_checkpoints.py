@@ -93,6 +93,9 @@ class OrbaxCheckpointManager(CheckpointManager):
         if self.writer:
             files.makedirs(self.directory)
             files.rmtree(tmp)
+            # Created here, not by Orbax: a full or read-only disk fails this call, before
+            # Orbax starts threads that would wait minutes for a folder that never comes.
+            files.makedirs(tmp)
         _sync("keras_vit_checkpoint_start")
         values = {group: {key: v.value for key, v in variables.items()} for group, variables in _state(model).items()}
         # The blocking part copies the arrays off the devices; the files are

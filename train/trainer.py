@@ -5,6 +5,7 @@ import dataclasses
 import json
 import math
 import os
+import sys
 import tempfile
 import time
 
@@ -21,7 +22,7 @@ from train.checks import check_config
 from train.modeling import build_model
 from train.optimization import make_optimizer
 from train.strategy import JaxDistribution, barrier, is_chief
-from train.workdir import check_workdir, prepare_workdir
+from train.workdir import check_workdir, check_workdir_lock, prepare_workdir
 
 class Throughput(keras.callbacks.Callback):
     """Training images per second, leaving out the first epoch (tracing and compilation).
@@ -101,6 +102,31 @@ def _first_images(source, image_size, count):
     return images.numpy()
 
 
+@contextlib.contextmanager
+def _failed_writes_named(manager):
+    """A failed write (a full or read-only disk) stops the run as an `OSError` naming the file and the reason.
+
+    Whoever failed (h5py, Orbax's TensorStore, TensorFlow's SavedModel
+    writer) the error reads the same (`files.os_errors`), and the user
+    learns which checkpoint the next run resumes from.
+    """
+    try:
+        with files.os_errors():
+            yield
+    except OSError as error:
+        if error.errno in files.WRITE_FAILURES:
+            try:
+                kept = manager.checkpoints()
+            except Exception:  # noqa: BLE001 - the disk's own error is the one to report
+                kept = None
+            if kept is not None:
+                where = (f"its newest complete checkpoint, {kept[-1][1]!r}, is kept" if kept
+                         else "no checkpoint had been written yet")
+                print(f"The run stopped on a failed write; {where}. Make room (or make the workdir writable) and "
+                      "run the same command to resume.", file=sys.stderr, flush=True)
+        raise
+
+
 def checkpoint_manager(directory, chief):
     """Orbax-written checkpoints on JAX (sharded, multi-host, asynchronous); Keras' files on TensorFlow."""
     if keras.backend.backend() == "jax":
@@ -128,20 +154,39 @@ def _activate(strategy, config, source, image_size):
     strategy.activate(template)
 
 
-def train(config, workdir, strategy=None, verbose="auto"):
+def train(config, workdir, strategy=None, verbose="auto", break_lock=False):
     """Runs (or resumes) the configured training in `workdir`.
+
+    The run holds the workdir's lock (`train.workdir.WorkdirLock`) from its
+    first write until it returns or raises.
+
+    Args:
+        config: `TrainConfig`.
+        workdir: str. A local folder or a remote one (`gs://...`).
+        strategy: a `tf.distribute` strategy, a `JaxDistribution`, or None.
+        verbose: `model.fit`'s verbosity. Defaults to `"auto"`.
+        break_lock: bool. Take over the workdir's lock even if another host
+            may still hold it (`--break_workdir_lock`). Defaults to `False`.
 
     Returns:
         A dict summary: accuracy, images/s, steps, whether the run was
         preempted, and the paths written.
     """
+    with contextlib.ExitStack() as held:
+        return _train(config, workdir, strategy, verbose, break_lock, held)
+
+
+def _train(config, workdir, strategy, verbose, break_lock, held):
     check_config(config)
-    # In a multi-worker job only the chief writes the workdir; the others read
-    # its checkpoints (the workdir is shared) once it has tidied them. Nothing is
-    # written before everything that can refuse the run has run (data, model,
-    # teacher, analyses), so a refused run leaves the workdir as it found it.
+    # In a multi-worker job only the chief writes the workdir (and holds its lock);
+    # the others read its checkpoints (the workdir is shared) once it has tidied
+    # them. Nothing is written before everything that can refuse the run has run
+    # (lock, data, model, teacher, analyses), so a refused run leaves the workdir
+    # as it found it.
     chief = is_chief(strategy)
     check_workdir(workdir, config)
+    if chief:
+        check_workdir_lock(workdir, break_lock)
     keras.utils.set_random_seed(config.seed)
 
     train_source = data_lib.load_source(config.dataset, config.train_split, config.data_dir)
@@ -193,7 +238,7 @@ def train(config, workdir, strategy=None, verbose="auto"):
                              f"({per_replica}). Received: mixing_group={config.mixing_group}")
         # The first write: every check above has passed.
         if chief:
-            prepare_workdir(workdir, config)
+            held.callback(prepare_workdir(workdir, config, break_lock).release)
         manager = checkpoint_manager(os.path.join(workdir, "checkpoints"), chief)
         if chief:
             manager.set_aside_damaged()
@@ -223,18 +268,21 @@ def train(config, workdir, strategy=None, verbose="auto"):
                                       start_step)
             checkpointing.install_signal_handler()
             try:
-                history = model.fit(
-                    train_ds,
-                    epochs=math.ceil(total_steps / steps_per_epoch),
-                    initial_epoch=start_step // steps_per_epoch,
-                    steps_per_epoch=steps_per_epoch,
-                    validation_data=eval_ds,
-                    callbacks=callbacks,
-                    verbose=verbose,
-                ).history
+                with _failed_writes_named(manager):
+                    try:
+                        history = model.fit(
+                            train_ds,
+                            epochs=math.ceil(total_steps / steps_per_epoch),
+                            initial_epoch=start_step // steps_per_epoch,
+                            steps_per_epoch=steps_per_epoch,
+                            validation_data=eval_ds,
+                            callbacks=callbacks,
+                            verbose=verbose,
+                        ).history
+                    finally:
+                        manager.finish()  # the last save in flight (JAX: Orbax writes in the background)
             finally:
                 checkpointing.restore_signal_handler()
-                manager.finish()  # the last save in flight (JAX: Orbax writes in the background)
     summary = {
         "history": {key: [float(v) for v in values] for key, values in history.items()},
         "workdir": files.absolute(workdir),
@@ -261,13 +309,12 @@ def train(config, workdir, strategy=None, verbose="auto"):
     summary["chief"] = chief
     # Every worker saves (under MultiWorkerMirroredStrategy saving runs collective ops
     # that all must join); only the chief's files are kept.
-    with contextlib.ExitStack() as stack:
+    with contextlib.ExitStack() as stack, _failed_writes_named(manager):
         folder = workdir if chief else stack.enter_context(tempfile.TemporaryDirectory(prefix="keras_vit-scratch-"))
         model_path, saved_model_path = os.path.join(folder, "model.keras"), os.path.join(folder, "saved_model")
         export.keras_file(student, model_path)
         export.saved_model(student, saved_model_path)
-    if not chief:
-        return summary
-    summary["model_path"], summary["saved_model_path"] = model_path, saved_model_path
-    write_text_atomically(os.path.join(workdir, "summary.json"), json.dumps(summary, indent=2))
+        if chief:
+            summary["model_path"], summary["saved_model_path"] = model_path, saved_model_path
+            write_text_atomically(os.path.join(workdir, "summary.json"), json.dumps(summary, indent=2))
     return summary

@@ -71,8 +71,10 @@ def add_grid_weights(layer, layout, grid_size, hidden_size, initializer):
     layer.position_embedding_x = layer.add_weight(
         shape=(cols, hidden_size // 2), initializer=initializer, name="position_embedding_x"
     )
+    # A clone draws afresh: one unseeded Keras initializer fixes its seed when made,
+    # and would give Y the values of X.
     layer.position_embedding_y = layer.add_weight(
-        shape=(rows, hidden_size // 2), initializer=initializer, name="position_embedding_y"
+        shape=(rows, hidden_size // 2), initializer=initializer.clone(), name="position_embedding_y"
     )
 
 
@@ -390,7 +392,8 @@ class TokenPositionEmbedding(keras.layers.Layer):
         check_grid_layout(self.layout, hidden_size, "layout")
         if self.num_prefix_tokens:
             self.prefix_embedding = self.add_weight(
-                shape=(self.num_prefix_tokens, hidden_size), initializer=self.initializer, name="prefix_embedding"
+                shape=(self.num_prefix_tokens, hidden_size), initializer=self.initializer.clone(),
+                name="prefix_embedding"
             )
         add_grid_weights(self, self.layout, self.grid_size, hidden_size, self.initializer)
 

@@ -89,6 +89,16 @@ def test_2d_embeddings_concatenate_the_column_and_row_tables():
     assert output.shape == (2, 6, 8)
 
 
+def test_each_table_draws_its_own_initial_values():
+    # One unseeded Keras initializer repeats its values on every call: each table needs its own.
+    encoder = PatchEncoder(hidden_size=16, grid_size=(4, 4), position_layout="learned_2d")
+    encoder.build((None, 4, 4, 48))
+    assert not np.allclose(to_numpy(encoder.position_embedding_x), to_numpy(encoder.position_embedding_y))
+    embedding = TokenPositionEmbedding(grid_size=(2, 3), num_prefix_tokens=1)
+    embedding.build((None, 7, 8))
+    assert not np.allclose(to_numpy(embedding.prefix_embedding)[0], to_numpy(embedding.position_embedding)[0, 0])
+
+
 def test_2d_embeddings_resample_each_table_on_its_axis():
     layer = PatchEncoder(8, position_layout="learned_2d", grid_size=(2, 3), dynamic_grid=True)
     patches = np.random.default_rng(0).normal(size=(1, 4, 5, 5)).astype("float32")

@@ -85,8 +85,8 @@ def _erasing_box(height, width, seed, area_range, log_aspects, count):
 def _paste(image, box, top, left):
     """`image` with `box` written at (`top`, `left`), by slicing and concatenation.
 
-    Several times faster on CPU than a `tf.where` through a broadcast box mask,
-    which reads and writes every pixel.
+    Rather than a `tf.where` through a broadcast box mask, which reads and
+    writes every pixel (BENCHMARKS.md, "Input pipeline").
     """
     box_height, box_width = tf.shape(box)[0], tf.shape(box)[1]
     band = image[top:top + box_height]

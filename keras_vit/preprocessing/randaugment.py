@@ -10,14 +10,16 @@ and float32 blends of `ImageEnhance`, and the resampling of `Image.transform`
 (pixel centres at +0.5, the a = -1 cubic of PIL's affine transforms, truncation
 to uint8, the fill colour outside the image) as our own sampling, since
 TensorFlow's `ImageProjectiveTransformV3` offers no bicubic mode. On images of
-a known size (a training pipeline's crops) each operation runs compiled by XLA,
-several times faster on CPU; there the geometric operations differ from PIL by
-one grey level on a few pixels in ten thousand (XLA fuses a multiply and an add
-that PIL rounds separately), the others not at all (tested).
+a static size (a training pipeline's crops, and eager calls) each operation
+runs compiled by XLA, once per size (BENCHMARKS.md has the speed); there the
+geometric operations differ from PIL by one grey level on at most 0.2% of the
+pixels (XLA fuses a multiply and an add that PIL rounds separately), the others
+not at all (tested). Images of unknown size run uncompiled, with PIL's pixels.
 
 Every random draw is a function of the `seed` argument, so the same seed gives
-the same pixels in any process, and everything traces inside
-`tf.data.Dataset.map` with unknown image sizes, feeding any Keras backend.
+the same pixels in any process on the same path (static or unknown size; the two
+differ only where a compiled geometric operation does), and everything traces
+inside `tf.data.Dataset.map` with unknown image sizes, feeding any Keras backend.
 
 Where timm is silent or fails:
 - A grayscale image `(H, W, 1)` runs as three equal channels with the fill's
@@ -206,7 +208,7 @@ class RandAugmentOp(NamedTuple):
     """One operation: `transform(image, argument)` (geometric ones also take `fill` and
     `interpolation`; AutoContrast, Equalize and Invert take no argument), timm's
     `level_to_argument(level, sign)`, None for the operations without argument, and
-    whether XLA compiles it to PIL's pixels, fast (Equalize's histogram becomes a slow
+    whether XLA compiles it to PIL's pixels, quickly (Equalize's histogram becomes a slow
     scatter; AutoContrast's float64 scale-and-offset must be rounded twice, as PIL's
     Python arithmetic, where XLA's fused multiply-add rounds once)."""
 
@@ -265,16 +267,15 @@ def _transform(op, image, argument, fill, interpolation):
     return op.transform(image, argument)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=64)
 def compiled_transform(name, interpolation="bicubic", image_shape=None):
     """One operation's transform as a `tf.function` of `(image, argument, fill)`, traced once.
 
     `argument` is a float64 scalar (ignored by the operations without one) and
     `fill` a uint8 colour `(3,)`. For a static `image_shape` (the crops of a
     training pipeline) the function is compiled by XLA, which fuses the filters'
-    elementwise arithmetic into one pass over the image: 5-15 times faster on CPU
-    than TensorFlow's kernels, which read and write the whole image once per
-    operation. Images of unknown size run as a plain graph instead, since XLA
+    elementwise arithmetic into one pass over the image (BENCHMARKS.md, "Input
+    pipeline"). Images of unknown size run as a plain graph instead, since XLA
     compiles once per size. A geometric operation's matrix is computed outside
     the compiled part: XLA reassociates arithmetic on constants, which moves
     PIL's pixel grid by a few units in the last place (enough to change a
@@ -310,7 +311,7 @@ def compiled_transform(name, interpolation="bicubic", image_shape=None):
     return tf.function(run, input_signature=signature, jit_compile=compile_)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=64)
 def _compiled_affine(interpolation, image_shape, template):
     """`affine_transform` compiled by XLA for one image shape; `template` holds the
     matrix's known entries (None where `values` gives them)."""
@@ -324,6 +325,8 @@ def _compiled_affine(interpolation, image_shape, template):
 
 
 def _static_shape(image):
+    # Eager calls compile too, so that they give the pixels of a pipeline's compiled
+    # crops; each new size compiles once (the caches keep the 64 latest).
     return tuple(image.shape) if image.shape.is_fully_defined() else None
 
 
@@ -334,7 +337,7 @@ def _run_op(name, image, level, sign, fill, interpolation):
     return compiled_transform(name, interpolation, _static_shape(image))(image, float64(argument), fill)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=64)
 def _policy_branch(name, interpolation, fixed_level, image_shape):
     """`_run_op` as one function call, a branch of the policy's switch: inlined, each
     layer's switch would carry the nodes of all 15 operations, which TensorFlow's

@@ -258,7 +258,9 @@ def test_runs_in_tf_data_with_unknown_sizes_as_eagerly(photographs):
     data = data.enumerate().map(lambda i, image: augment(image, tf.stack([tf.cast(i, tf.int32), 9])))
     for index, (image, result) in enumerate(zip(images, data)):
         assert result.shape == image.shape and result.dtype == tf.uint8
-        np.testing.assert_array_equal(result.numpy(), augment(image, tf.constant([index, 9])).numpy())
+        # Eagerly the image's size is known and the operations run compiled: the same
+        # draws, pixels within the compiled geometric operations' one grey level.
+        assert_within_one_grey_level(result.numpy(), augment(image, tf.constant([index, 9])).numpy(), str(index))
 
 
 def test_a_grayscale_image_stays_grey_with_a_grey_fill(auto_augment, photographs):

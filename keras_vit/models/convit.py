@@ -1,7 +1,5 @@
 """ConViT: a ViT whose first blocks use gated positional self-attention (d'Ascoli et al. 2021)."""
 
-import keras
-
 from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.layers.validation import check_bool, check_non_negative_float
 from keras_vit.models.common import patch_grid
@@ -99,7 +97,11 @@ def ConViT(
             initial `lambda_h = 1` (at 0 with `train_gating=False`). The
             weights keep their shapes and meaning, so a checkpoint loads:
             the attention is then frozen at the checkpoint's values instead
-            of an initialization. Defaults to `True`.
+            of an initialization. Setting `model.trainable` afterwards (False
+            for a frozen phase, then True) reaches these weights too and
+            unfreezes them (the gates of `train_gating=False` stay frozen):
+            to fine-tune such a model in phases, set `trainable` on the layers
+            that should train. Defaults to `True`.
         num_classes, include_top, pooling, representation_size,
         classifier_activation, dropout_rate, attention_dropout_rate,
         drop_path_rate, dtype, remat, weights, name: as in `VisionTransformer`.
@@ -181,19 +183,3 @@ def ConViT(
         grid_blocks=num_gpsa_layers if dynamic_image_size else 0,
     )
     return build_encoder_model(config, family)
-
-
-@keras.saving.register_keras_serializable(package="keras_vit")
-class GPSAAblationBlock(TransformerBlock):
-    """A GPSA `TransformerBlock` with ConViT's ablation switches, under its former class name.
-
-    Kept registered so that `.keras` files saved when the switches had a class
-    of their own still load; new models use `TransformerBlock(use_gpsa=True,
-    train_gating=..., train_gpsa_attention=...)`. Its `train_attention` is
-    `TransformerBlock`'s `train_gpsa_attention`.
-    """
-
-    def __init__(self, *args, train_attention=True, **kwargs):
-        check_bool(train_attention, "train_attention")
-        kwargs.setdefault("train_gpsa_attention", train_attention)
-        super().__init__(*args, **kwargs)

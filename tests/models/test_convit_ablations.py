@@ -11,7 +11,7 @@ import pytest
 import keras_vit
 from keras_vit.layers import GPSA, TransformerBlock
 from keras_vit.layers.gpsa import local_init_kernel
-from keras_vit.models.convit import ConViT, GPSAAblationBlock
+from keras_vit.models.convit import ConViT
 from keras_vit.models.variants import TESTING_VARIANTS
 from tests.testing import ATOL, check_layer, np_softmax, to_numpy
 
@@ -220,7 +220,7 @@ def _rewrite_block_configs(path, edit_block):
         files = {name: archive.read(name) for name in archive.namelist()}
     config = json.loads(files["config.json"])
     for layer in config["config"]["layers"]:
-        if layer["class_name"] in ("TransformerBlock", "GPSAAblationBlock"):
+        if layer["class_name"] == "TransformerBlock":
             edit_block(layer["config"])
     files["config.json"] = json.dumps(config).encode()
     with zipfile.ZipFile(path, "w") as archive:
@@ -231,42 +231,6 @@ def _rewrite_block_configs(path, edit_block):
 def _without_switches(config):
     for key in ("train_gating", "train_gpsa_attention"):
         config.pop(key, None)
-
-
-def test_a_file_saved_with_the_former_ablation_block_loads(tmp_path):
-    # Before the switches moved into TransformerBlock, ConViT's ablated GPSA blocks
-    # were `GPSAAblationBlock`s whose second switch was named `train_attention`,
-    # and the other blocks' configs had no switches. The file is written as then:
-    # the alias class (which also names the blocks' weights in the file), then
-    # the configs as that class wrote them.
-    model = build(train_gating=False, train_gpsa_attention=False)
-    x = images(2)
-    expected = to_numpy(model(x))
-
-    def former_class(layer):
-        if getattr(layer, "use_gpsa", False):
-            return GPSAAblationBlock.from_config(layer.get_config())
-        return layer.__class__.from_config(layer.get_config())
-
-    former = keras.models.clone_model(model, clone_function=former_class)
-    former.set_weights(model.get_weights())
-    path = str(tmp_path / "model.keras")
-    former.save(path)
-
-    def former_config(config):
-        if config["use_gpsa"]:
-            config["train_attention"] = config.pop("train_gpsa_attention")
-        else:
-            _without_switches(config)
-
-    _rewrite_block_configs(path, former_config)
-    restored = keras.models.load_model(path)
-    np.testing.assert_array_equal(to_numpy(restored(x)), expected)
-    for name in GPSA_BLOCKS:
-        block = restored.get_layer(name)
-        assert type(block) is GPSAAblationBlock and isinstance(block, TransformerBlock)
-        assert (block.train_gating, block.train_gpsa_attention) == (False, False)
-    assert {v.path for v in restored.non_trainable_weights} == gpsa_attention_paths(model)
 
 
 def test_a_default_block_config_without_the_switches_loads(tmp_path):
@@ -321,5 +285,3 @@ def test_layers_reject_bad_switches():
     with pytest.raises(ValueError, match=r"freeze parts of GPSA, so turning them off needs use_gpsa=True. "
                                          r"Received: train_gating=False, train_gpsa_attention=True, use_gpsa=False"):
         TransformerBlock(4, 8, train_gating=False)
-    with pytest.raises(ValueError, match=r"`train_attention` must be True or False. Received: train_attention=1"):
-        GPSAAblationBlock(4, 8, use_gpsa=True, grid_size=2, train_attention=1)

@@ -166,6 +166,18 @@ class WorkdirLockedError(ValueError):
 _HELD_HERE = set()
 
 
+def _same_machine(holder):
+    """Whether the lock's holder ran on this machine since it last booted.
+
+    Another boot id under this host name is a restarted machine, or another
+    machine of the same name (cloned images, containers) sharing the workdir:
+    the rule for other hosts applies to it, since its run may be live.
+    """
+    boot = _boot_id()
+    return holder.get("host") == socket.gethostname() and not (
+        boot and holder.get("boot_id") and holder["boot_id"] != boot)
+
+
 def _boot_id():
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
@@ -279,10 +291,7 @@ class WorkdirLock:
         """Why the lock in place may be taken over, or None if its holder may be live."""
         if holder is None:
             return f"unreadable and {age:.0f} s old" if age >= STALE_AFTER_SECONDS else None
-        if holder.get("host") == socket.gethostname():
-            boot = _boot_id()
-            if boot and holder.get("boot_id") and holder["boot_id"] != boot:
-                return "this machine has restarted since"
+        if _same_machine(holder):
             if holder["pid"] == os.getpid() and holder.get("token") not in _HELD_HERE:
                 return "left by an earlier run of this process"
             if not _is_alive(holder["pid"], holder.get("process_start")):
@@ -297,7 +306,7 @@ class WorkdirLock:
     def refusal(self, holder, age):
         """The message of a refused start, with what the user can do."""
         where = f"--workdir {self.workdir!r} is in use by another run ({_describe(holder)}; lock file {self.path!r})"
-        if holder is not None and holder.get("host") == socket.gethostname():
+        if holder is not None and _same_machine(holder):
             return (f"{where}. Wait for it to end or stop it (kill {holder['pid']}), or use another --workdir. A "
                     "killed run's lock is taken over by the next start.")
         last = f"last refreshed {age:.0f} s ago" if holder is not None else f"{age:.0f} s old"
@@ -322,9 +331,15 @@ class WorkdirLock:
         """
         for _ in range(5):
             holder = self._new_holder()
+            # Known as this process's before the file exists: another thread reading it
+            # must not take it for a lock left by an earlier run of this process.
+            _HELD_HERE.add(holder["token"])
             try:
                 files.create_exclusively(self.path, json.dumps(holder, indent=2).encode())
-            except FileExistsError:
+            except BaseException as error:
+                _HELD_HERE.discard(holder["token"])
+                if not isinstance(error, FileExistsError):
+                    raise
                 found = self.read()
                 if found is None:
                     continue  # released in between
@@ -337,9 +352,9 @@ class WorkdirLock:
                 self._remove_if_unchanged(raw)
                 continue
             if self._read_token() != holder["token"]:
+                _HELD_HERE.discard(holder["token"])
                 continue  # an object store let another run overwrite it: look again
             self.holder = holder
-            _HELD_HERE.add(holder["token"])
             self._heartbeat = threading.Thread(target=self._beat, name="keras_vit-workdir-lock", daemon=True)
             self._heartbeat.start()
             return self

@@ -126,6 +126,19 @@ def test_another_hosts_lock_is_refused_until_stale_or_broken(tmp_path):
     assert "not refreshed for 16 min" in messages[0]
 
 
+def test_another_boot_under_this_host_name_is_treated_as_another_host(tmp_path, sleeper):
+    # A restarted machine, or a clone with the same host name sharing the workdir: its
+    # run may be live (the pid here is, and means nothing across machines), so the
+    # rule for other hosts applies.
+    put_lock(tmp_path, sleeper.pid, age=60, boot_id="another-boot")
+    with pytest.raises(WorkdirLockedError, match=r"This machine cannot tell whether that run is still alive"):
+        WorkdirLock(str(tmp_path)).acquire()
+    put_lock(tmp_path, sleeper.pid, age=STALE_AFTER_SECONDS + 60, boot_id="another-boot")
+    messages = []
+    WorkdirLock(str(tmp_path), log=messages.append).acquire().release()
+    assert "not refreshed for 16 min" in messages[0]
+
+
 def test_an_unreadable_lock_is_refused_until_stale(tmp_path):
     path = tmp_path / LOCK_FILE
     path.write_text("{half a lock")

@@ -24,6 +24,7 @@ from keras_vit.layers.axial import AxialTransformerBlock
 from keras_vit.layers.bit import ResNetStage, StandardizedConv2D
 from keras_vit.layers.gpsa import GPSA
 from keras_vit.layers.patching import PatchEncoder
+from keras_vit.layers.relative_attention import RelativeSelfAttention
 from keras_vit.layers.swin import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock
 from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.layers.validation import check_positive_int, to_pair
@@ -58,10 +59,16 @@ def encoder_block_macs(num_tokens, width, mlp_dim, attended=None):
 
 
 def block_macs(block, length, width):
-    """MACs of one `TransformerBlock` on `length` tokens of `width` (GPSA's positional scores included)."""
+    """MACs of one `TransformerBlock` on `length` tokens of `width`.
+
+    GPSA's positional scores and relative attention's query-offset products
+    (`q r^T`: `N^2 D`) included.
+    """
     macs = encoder_block_macs(length, width, block.mlp_dim)
     if isinstance(block.attention, GPSA):
         macs += length * length * 3 * block.num_heads  # v_pos . r_ij
+    if isinstance(block.attention, RelativeSelfAttention):
+        macs += length * length * width
     return macs
 
 
@@ -177,12 +184,14 @@ def _stage_macs(stage, input_shape):
     return total
 
 
-def swin_block_macs(resolution, window, width, mlp_hidden):
+def swin_block_macs(resolution, window, width, mlp_hidden, content_term=True):
     """MACs of one Swin block on an `(H, W)` map of `width` channels (Swin Eq. 1).
 
     `4 h w C^2 + 2 M^2 h w C` for (S)W-MSA, counted on the map padded to whole
     windows (the padded tokens are projected and attended too), and
-    `2 h w C C_mlp` for the MLP on the unpadded map.
+    `2 h w C C_mlp` for the MLP on the unpadded map. Without the content term
+    (Table 4's "rel. pos. w/o app.") there are no query and key projections and
+    no `q k^T`: `2 h w C^2 + M^2 h w C`.
 
     Args:
         resolution: tuple `(H, W)`.
@@ -190,11 +199,13 @@ def swin_block_macs(resolution, window, width, mlp_hidden):
             `keras_vit.layers.window_attention.window_and_shift`).
         width: int. `C`.
         mlp_hidden: int. The MLP's hidden width.
+        content_term: bool. Whether the logits include `q k^T`. Defaults to True.
     """
     (height, width_px), (mh, mw) = resolution, window
     padded = math.ceil(height / mh) * mh * math.ceil(width_px / mw) * mw
-    projections = 4 * padded * width * width
-    attention = 2 * padded * mh * mw * width  # q k^T and A v within windows, all heads
+    products = 2 if content_term else 1  # q k^T and A v, or A v alone
+    projections = (4 if content_term else 2) * padded * width * width
+    attention = products * padded * mh * mw * width  # within windows, all heads
     mlp = 2 * height * width_px * width * mlp_hidden
     return projections + attention + mlp
 
@@ -279,7 +290,8 @@ def forward_macs(model):
             total += rows * cols * ph * pw * layer.input.shape[-1] * layer.embed_dim
         elif isinstance(layer, SwinTransformerBlock):
             width = layer.input.shape[-1]
-            total += swin_block_macs(layer.resolution, layer.window, width, layer.mlp.mlp_dim)
+            total += swin_block_macs(layer.resolution, layer.window, width, layer.mlp.mlp_dim,
+                                     layer.use_content_term)
         elif isinstance(layer, PatchMerging):
             _, rows, cols, channels = layer.input.shape
             total += patch_merging_macs((rows, cols), channels, layer.output.shape[-1])

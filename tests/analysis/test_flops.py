@@ -97,7 +97,11 @@ def traced_macs(model, batch=2):
 def _jaxpr_macs(jaxpr):
     total = 0
     for equation in jaxpr.eqns:
-        assert equation.primitive.name != "conv_general_dilated", "a convolution: count its products too"
+        if equation.primitive.name == "conv_general_dilated":
+            # Each output value is a product over the kernel's window and input channels.
+            kernel = equation.invars[1].aval.shape
+            output_features = kernel[equation.params["dimension_numbers"].rhs_spec[0]]
+            total += math.prod(equation.outvars[0].aval.shape) * math.prod(kernel) // output_features
         if equation.primitive.name == "dot_general":
             (contracted, _), _ = equation.params["dimension_numbers"]
             lhs = equation.invars[0].aval.shape
@@ -110,10 +114,22 @@ def _jaxpr_macs(jaxpr):
     return total
 
 
+TINY_SWIN = dict(image_size=32, patch_size=4, embed_dim=16, depths=(2, 2), num_heads=(2, 4), window_size=4,
+                 num_classes=10)
+
+
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="traces the forward pass with JAX")
-@pytest.mark.parametrize("builder", [keras_vit.AxialViT, keras_vit.VisionTransformer])
-def test_analytic_count_equals_the_traced_products(builder):
-    model = builder(**TINY)
+@pytest.mark.parametrize("builder, arguments", [
+    (keras_vit.AxialViT, TINY),
+    (keras_vit.VisionTransformer, TINY),
+    # The ablations whose products differ: relative attention's q r^T, and Swin
+    # without the content term (no query and key projections, no q k^T).
+    (keras_vit.VisionTransformer, {**TINY, "position_embedding": "relative"}),
+    (keras_vit.SwinTransformer, TINY_SWIN),
+    (keras_vit.SwinTransformer, {**TINY_SWIN, "position_embedding": "relative_without_content"}),
+])
+def test_analytic_count_equals_the_traced_products(builder, arguments):
+    model = builder(**arguments)
     assert traced_macs(model) == analysis.forward_macs(model)
 
 

@@ -13,9 +13,8 @@ import keras
 from keras import ops
 
 from keras_vit.layers.attention import MultiHeadSelfAttention
-from keras_vit.layers.dtype_policies import resolve_dtype_policies, with_quantized_dtypes
-from keras_vit.layers.normalization import LayerNormalization
-from keras_vit.layers.transformer import MLPBlock, StochasticDepth, call_with_remat
+from keras_vit.layers.dtype_policies import with_quantized_dtypes
+from keras_vit.layers.transformer import PreNormBlock
 from keras_vit.layers.validation import check_bool, check_positive_int, check_rate, check_remat_without_dropout
 
 # "row": the tokens of a row attend to each other (along the width);
@@ -112,7 +111,7 @@ class AxialSelfAttention(MultiHeadSelfAttention):
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class AxialTransformerBlock(keras.layers.Layer):
+class AxialTransformerBlock(PreNormBlock):
     """Pre-LayerNorm transformer block with axial attention (ViT App. D.5).
 
     `TransformerBlock`'s block (ViT Eq. 2-3) on a `(batch, rows, cols, D)` grid,
@@ -194,16 +193,8 @@ class AxialTransformerBlock(keras.layers.Layer):
         )
         self.remat = remat
 
-    def build(self, input_shape):
-        check_grid_shape(input_shape, "AxialTransformerBlock")
-
-        def layer_norm(name):
-            norm = LayerNormalization(epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name)
-            norm.build(input_shape)
-            return norm
-
-        self.norm1 = layer_norm("norm1")
-        self.attention = AxialSelfAttention(
+    def _make_attention(self):
+        return AxialSelfAttention(
             self.num_heads,
             axis=self.axis,
             qkv_bias=self.qkv_bias,
@@ -212,44 +203,10 @@ class AxialTransformerBlock(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="attention",
         )
-        self.attention.build(input_shape)
-        self.norm2 = layer_norm("norm2")
-        self.mlp = MLPBlock(
-            self.mlp_dim,
-            dropout_rate=self.dropout_rate,
-            kernel_initializer=self.kernel_initializer,
-            bias_initializer=self.mlp_bias_initializer,
-            dtype=self.dtype_policy,
-            name="mlp",
-        )
-        self.mlp.build(input_shape)
-        self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
-        self.drop_path = StochasticDepth(self.drop_path_rate, dtype=self.dtype_policy)
-        resolve_dtype_policies(self)
 
-    def call(self, grid, training=None, return_attention_scores=False):
-        keep_masks = self.drop_path.keep_masks(grid, training, 2)
-        if self.remat and not return_attention_scores:
-            return call_with_remat(lambda g, masks: self._forward(g, masks, training, False), grid, keep_masks)
-        return self._forward(grid, keep_masks, training, return_attention_scores)
-
-    def _forward(self, grid, keep_masks, training, return_attention_scores):
-        # `training` passed on explicitly: `tf.recompute_grad` reruns this
-        # function after the model's call (and its training context) has ended.
-        attention_keep, mlp_keep = keep_masks
-        x = self.attention(
-            self.norm1(grid, training=training), training=training, return_attention_scores=return_attention_scores
-        )
-        if return_attention_scores:
-            x, scores = x
-        x = self.dropout(x, training=training)
-        grid = grid + self.drop_path.apply_keep_mask(x, attention_keep)
-        x = self.mlp(self.norm2(grid, training=training), training=training)
-        grid = grid + self.drop_path.apply_keep_mask(x, mlp_keep)
-        return (grid, scores) if return_attention_scores else grid
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
+    def build(self, input_shape):
+        check_grid_shape(input_shape, "AxialTransformerBlock")
+        super().build(input_shape)
 
     def get_config(self):
         config = super().get_config()

@@ -204,8 +204,75 @@ def call_with_remat(forward, inputs, keep_masks):
     return keras.remat(lambda x, *masks: forward(x, masks))(inputs, *keep_masks)
 
 
+class PreNormBlock(keras.layers.Layer):
+    """The pre-LayerNorm residual body of the encoder blocks (ViT Eq. 2-3).
+
+    `z' = z + DropPath(Dropout(Attention(LN(z))))`, `z'' = z' + DropPath(MLP(LN(z')))`,
+    with remat and the attention scores on request. A subclass sets the
+    attributes its `__init__` checks (`num_heads`, `mlp_dim`, the rates,
+    `layer_norm_epsilon`, `kernel_initializer`, `mlp_bias_initializer`, `remat`)
+    and builds its attention in `_make_attention`; the sublayers are `norm1`,
+    `attention`, `norm2` and `mlp`.
+    """
+
+    def _make_attention(self):
+        raise NotImplementedError
+
+    def build(self, input_shape):
+        def layer_norm(name):
+            norm = LayerNormalization(
+                epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+            )
+            norm.build(input_shape)
+            return norm
+
+        self.norm1 = layer_norm("norm1")
+        self.attention = self._make_attention()
+        self.attention.build(input_shape)
+        self.norm2 = layer_norm("norm2")
+        self.mlp = MLPBlock(
+            self.mlp_dim,
+            dropout_rate=self.dropout_rate,
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.mlp_bias_initializer,
+            dtype=self.dtype_policy,
+            name="mlp",
+        )
+        self.mlp.build(input_shape)
+        self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
+        self.drop_path = StochasticDepth(self.drop_path_rate, dtype=self.dtype_policy)
+        resolve_dtype_policies(self)
+
+    def call(self, tokens, training=None, return_attention_scores=False):
+        keep_masks = self.drop_path.keep_masks(tokens, training, 2)
+        if self.remat and not return_attention_scores:
+            return call_with_remat(
+                lambda t, masks: self._forward(t, masks, training, False), tokens, keep_masks
+            )
+        return self._forward(tokens, keep_masks, training, return_attention_scores)
+
+    def _forward(self, tokens, keep_masks, training, return_attention_scores):
+        # `training` passed on explicitly: `tf.recompute_grad` reruns this
+        # function after the model's call (and its training context) has ended.
+        attention_keep, mlp_keep = keep_masks
+        x = self.norm1(tokens, training=training)
+        x = self.attention(
+            x, training=training, return_attention_scores=return_attention_scores
+        )
+        if return_attention_scores:
+            x, scores = x
+        x = self.dropout(x, training=training)
+        tokens = tokens + self.drop_path.apply_keep_mask(x, attention_keep)
+        x = self.mlp(self.norm2(tokens, training=training), training=training)
+        tokens = tokens + self.drop_path.apply_keep_mask(x, mlp_keep)
+        return (tokens, scores) if return_attention_scores else tokens
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+
 @keras.saving.register_keras_serializable(package="keras_vit")
-class TransformerBlock(keras.layers.Layer):
+class TransformerBlock(PreNormBlock):
     """Pre-LayerNorm transformer encoder block (ViT Eq. 2-3).
 
     `z' = z + DropPath(Dropout(MSA(LN(z))))`, `z'' = z' + DropPath(MLP(LN(z')))`.
@@ -377,58 +444,6 @@ class TransformerBlock(keras.layers.Layer):
                 **common,
             )
         return MultiHeadSelfAttention(qkv_bias=self.qkv_bias, **common)
-
-    def build(self, input_shape):
-        def layer_norm(name):
-            norm = LayerNormalization(
-                epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
-            )
-            norm.build(input_shape)
-            return norm
-
-        self.norm1 = layer_norm("norm1")
-        self.attention = self._make_attention()
-        self.attention.build(input_shape)
-        self.norm2 = layer_norm("norm2")
-        self.mlp = MLPBlock(
-            self.mlp_dim,
-            dropout_rate=self.dropout_rate,
-            kernel_initializer=self.kernel_initializer,
-            bias_initializer=self.mlp_bias_initializer,
-            dtype=self.dtype_policy,
-            name="mlp",
-        )
-        self.mlp.build(input_shape)
-        self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
-        self.drop_path = StochasticDepth(self.drop_path_rate, dtype=self.dtype_policy)
-        resolve_dtype_policies(self)
-
-    def call(self, tokens, training=None, return_attention_scores=False):
-        keep_masks = self.drop_path.keep_masks(tokens, training, 2)
-        if self.remat and not return_attention_scores:
-            return call_with_remat(
-                lambda t, masks: self._forward(t, masks, training, False), tokens, keep_masks
-            )
-        return self._forward(tokens, keep_masks, training, return_attention_scores)
-
-    def _forward(self, tokens, keep_masks, training, return_attention_scores):
-        # `training` passed on explicitly: `tf.recompute_grad` reruns this
-        # function after the model's call (and its training context) has ended.
-        attention_keep, mlp_keep = keep_masks
-        x = self.norm1(tokens, training=training)
-        x = self.attention(
-            x, training=training, return_attention_scores=return_attention_scores
-        )
-        if return_attention_scores:
-            x, scores = x
-        x = self.dropout(x, training=training)
-        tokens = tokens + self.drop_path.apply_keep_mask(x, attention_keep)
-        x = self.mlp(self.norm2(tokens, training=training), training=training)
-        tokens = tokens + self.drop_path.apply_keep_mask(x, mlp_keep)
-        return (tokens, scores) if return_attention_scores else tokens
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
 
     def get_config(self):
         config = super().get_config()

@@ -154,13 +154,14 @@ def architecture(builder, arguments):
     return fields
 
 
-def _swin_position_terms(position_embedding, absolute_position_embedding):
-    """Swin's two position arguments in the one form a built model is read back in.
+def swin_absolute_embedding(position_embedding, absolute_position_embedding):
+    """Whether a Swin model has the absolute embedding: asked for by either argument (Swin Table 4)."""
+    return bool(absolute_position_embedding) or position_embedding in ("absolute", "absolute+relative")
 
-    `SwinTransformer` adds the absolute embedding for `absolute_position_embedding`
-    or for a `position_embedding` that names it (`keras_vit.models.swin.position_terms`).
-    """
-    absolute = bool(absolute_position_embedding) or position_embedding in ("absolute", "absolute+relative")
+
+def _swin_position_terms(position_embedding, absolute_position_embedding):
+    """Swin's two position arguments in the one form a built model is read back in."""
+    absolute = swin_absolute_embedding(position_embedding, absolute_position_embedding)
     if absolute and position_embedding == "relative":
         position_embedding = "absolute+relative"
     return {"position_embedding": position_embedding, "absolute_position_embedding": absolute}

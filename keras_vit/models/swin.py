@@ -34,6 +34,7 @@ blocks as timm does.
 
 import keras
 
+from keras_vit.architectures import swin_absolute_embedding
 from keras_vit.layers.normalization import LayerNormalization
 from keras_vit.layers.position import AbsolutePositionEmbedding
 from keras_vit.layers.swin import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock
@@ -141,7 +142,7 @@ def position_terms(position_embedding, absolute_position_embedding=False):
             f"Received: absolute_position_embedding=True, position_embedding={position_embedding!r}"
         )
     return {
-        "absolute": absolute_position_embedding or position_embedding in ("absolute", "absolute+relative"),
+        "absolute": swin_absolute_embedding(position_embedding, absolute_position_embedding),
         "relative_bias": position_embedding in ("absolute+relative", "relative_without_content", "relative"),
         "content": position_embedding != "relative_without_content",
     }

@@ -10,9 +10,11 @@ those files, for each pipeline and core count:
 - ours: `train.pipeline.make_train_dataset` as the trainer's `deit` preset calls
   it (JPEG decode, random resized crop, flip, RandAugment `rand-m9-mstd0.5-inc1`,
   random erasing 0.25, repeated augmentation 3, batching, MixUp 0.8 / CutMix 1.0),
-  over `train.data.folder_source` (Pillow decode in `tf.py_function`), and over
-  the same files decoded by TensorFlow (`tf.io.decode_jpeg`, libjpeg's accurate
-  integer DCT as Pillow's);
+  over `train.data.folder_source` as the trainer reads a folder (TensorFlow's
+  decoders, which give Pillow's pixels, falling back to Pillow for what they do
+  not read), over `folder_source(decoder="pillow")` (Pillow in `tf.py_function`),
+  and over a bare `tf.io.decode_jpeg` without the fallback (what the fallback
+  costs);
 - timm: `timm.data.create_transform(224, is_training=True, auto_augment=...,
   interpolation="bicubic", re_prob=0.25, re_mode="pixel", re_count=1)` on a
   Dataset of the same files (PIL open and convert to RGB), a torch `DataLoader`
@@ -51,8 +53,9 @@ from train.cpu_allocator import use_bfc_cpu_allocator  # noqa: E402
 POLICY = "rand-m9-mstd0.5-inc1"
 PHOTOS = ("astronaut", "chelsea", "coffee", "rocket")
 PIPELINES = {
-    "ours-pillow": "ours, Pillow decode (`folder_source`, the trainer's)",
-    "ours-tf": "ours, TensorFlow decode (`tf.io.decode_jpeg`)",
+    "ours-tensorflow": "ours, `folder_source` (TensorFlow decode, the trainer's)",
+    "ours-pillow": "ours, `folder_source(decoder=\"pillow\")`",
+    "ours-bare": "ours, bare `tf.io.decode_jpeg` (no fallback)",
     "timm": "timm: DataLoader + `Mixup`",
 }
 # Cumulative stages of `--stages`: crop and flip, then RandAugment, erasing, MixUp/CutMix.
@@ -112,7 +115,7 @@ def list_jpegs(root):
 
 
 def tf_decode_source(files, labels, num_classes):
-    """A `train.data.Source` of the files decoded by TensorFlow instead of Pillow."""
+    """A `train.data.Source` of JPEGs decoded by `tf.io.decode_jpeg` alone: no fallback, no skipping."""
     import tensorflow as tf
 
     from train import data
@@ -135,9 +138,10 @@ def ours_batches(root, decoder, image_size, batch_size, total, threads, rand_aug
 
     from train import data, pipeline
 
-    files, labels, num_classes = list_jpegs(root)
-    source = data.folder_source(root, "train") if decoder == "pillow" else tf_decode_source(files, labels,
-                                                                                            num_classes)
+    if decoder == "bare":
+        source = tf_decode_source(*list_jpegs(root))
+    else:
+        source = data.folder_source(root, "train", decoder=decoder)
     epochs = -(-total // (source.size // batch_size)) + 1
     stream = pipeline.make_train_dataset(
         source, (image_size, image_size), batch_size, seed=0, augmentation="random_resized_crop",

@@ -238,12 +238,73 @@ def _list_folder(root):
     return classes, files, labels
 
 
-def folder_source(root, split, channels=3):
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+DECODERS = ("tensorflow", "pillow")
+
+
+def _pillow_decode(path, channels, counter):
+    """`(uint8 array, True)`, or a 1x1 placeholder and False when Pillow cannot read `path`."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            array = np.asarray(image.convert("RGB" if channels == 3 else "L"))
+        return array.reshape(array.shape[0], array.shape[1], channels), True
+    except Exception:  # noqa: BLE001 - any unreadable file is skipped and counted
+        counter.add(path)
+        return np.zeros((1, 1, channels), np.uint8), False
+
+
+def _native_decode(path, channels):
+    """`(image, decoded)`: TensorFlow's decoding of the files it reads as Pillow does.
+
+    Those are JPEGs (libjpeg's accurate integer DCT, Pillow's) and PNGs of at
+    most 8 bits per sample; `decoded` is False for any other file (GIF, BMP,
+    WebP, 16-bit PNG), which Pillow then reads. A corrupt JPEG or PNG raises
+    here and goes to Pillow too, which skips and counts it.
+    """
+    raw = tf.io.read_file(path)
+    # The first 25 bytes, zero-padded: the PNG signature, and IHDR's bit depth at byte 24.
+    header = tf.strings.join([tf.strings.substr(raw, 0, 25), b"\0" * 25])
+    bit_depth = tf.io.decode_raw(tf.strings.substr(header, 24, 1), tf.uint8)[0]
+    png = tf.logical_and(tf.equal(tf.strings.substr(header, 0, 8), PNG_SIGNATURE), bit_depth <= 8)
+    jpeg = tf.io.is_jpeg(raw)
+
+    def decode_jpeg():
+        return tf.io.decode_jpeg(raw, channels=3, dct_method="INTEGER_ACCURATE")
+
+    def decode_other():
+        return tf.cond(png, lambda: tf.io.decode_png(raw, channels=3),
+                       lambda: tf.zeros((1, 1, 3), tf.uint8))
+
+    image = tf.cond(jpeg, decode_jpeg, decode_other)
+    if channels == 1:
+        # Pillow's RGB -> L: ITU-R 601-2 luma in 16-bit fixed point, rounded.
+        rgb = tf.cast(image, tf.int32)
+        luma = (rgb[..., 0] * 19595 + rgb[..., 1] * 38470 + rgb[..., 2] * 7471 + 0x8000) // 65536
+        image = tf.cast(luma, tf.uint8)[..., None]
+    return image, tf.logical_or(jpeg, png)
+
+
+def folder_source(root, split, channels=3, decoder="tensorflow"):
     """Images in `root/<split>/<class>/*.jpg` (png, bmp, gif and webp too).
 
     Unreadable or corrupt images are skipped and counted (`Source.skipped`)
     instead of stopping the run.
+
+    Args:
+        root: str. The folder holding `<split>/`.
+        split: str. `"train"` or `"test"`.
+        channels: int. 3 (RGB) or 1 (Pillow's luma).
+        decoder: str. `"tensorflow"` decodes JPEGs and 8-bit PNGs with
+            TensorFlow's ops, which give Pillow's pixels and run outside
+            Python's lock, so tf.data threads decode in parallel; every other
+            file, and any file those ops reject, goes to Pillow. `"pillow"`
+            reads every file with Pillow in `tf.py_function` (one thread at
+            a time). Both give the same pixels.
     """
+    if decoder not in DECODERS:
+        raise ValueError(f"decoder must be one of {', '.join(DECODERS)}. Received: decoder={decoder!r}")
     split_dir = os.path.join(root, split)
     if not os.path.isdir(split_dir):
         raise ValueError(
@@ -255,24 +316,31 @@ def folder_source(root, split, channels=3):
         raise ValueError(f"Image folder {split_dir!r} holds no images ({', '.join(IMAGE_EXTENSIONS)}).")
     counter = SkipCounter()
 
-    def decode(path):
-        from PIL import Image
+    def pillow_decode(path):
+        image, ok = tf.py_function(lambda p: _pillow_decode(p.numpy().decode(), channels, counter),
+                                   [path], (tf.uint8, tf.bool))
+        image.set_shape((None, None, channels))
+        ok.set_shape(())
+        return image, ok
 
-        path = path.numpy().decode()
-        try:
-            with Image.open(path) as image:
-                array = np.asarray(image.convert("RGB" if channels == 3 else "L"))
-            return array.reshape(array.shape[0], array.shape[1], channels), True
-        except Exception:  # noqa: BLE001 - any unreadable file is skipped and counted
-            counter.add(path)
-            return np.zeros((1, 1, channels), np.uint8), False
+    def decode(path):
+        if decoder == "pillow":
+            return pillow_decode(path)
+        # tf.data has no try/except: the native attempt runs in a one-element dataset that
+        # drops it on error (or when the format is not one it reads as Pillow does), and
+        # Pillow's is evaluated only when nothing came out of it.
+        native = (tf.data.Dataset.from_tensors(path).map(lambda p: _native_decode(p, channels))
+                  .ignore_errors().filter(lambda image, decoded: decoded))
+        fallback = tf.data.Dataset.from_tensors(path).map(pillow_decode)
+        image, ok = native.concatenate(fallback).take(1).get_single_element()
+        image.set_shape((None, None, channels))
+        return image, ok
 
     paths = tf.constant(files)
     labels = tf.constant(np.asarray(labels, "int64"))
 
     def load(path, label):
-        image, ok = tf.py_function(decode, [path], (tf.uint8, tf.bool))
-        image.set_shape((None, None, channels))
+        image, ok = decode(path)
         return image, label, ok
 
     def read(index):

@@ -63,7 +63,7 @@ def test_input_pipeline_benchmark_measures_every_source():
                "--warmup=1", "--threads=1")
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in text.splitlines()
             if line.startswith(("| ours", "| timm"))]
-    assert [row[0].split(",")[0].split(":")[0] for row in rows] == ["ours", "ours", "timm"], text
+    assert [row[0].split(",")[0].split(":")[0] for row in rows] == ["ours", "ours", "ours", "timm"], text
     for name, threads, images_per_s, per_core, ratio, per_cpu_second, cpu_ratio, runs in rows:
         assert threads == "1" and float(images_per_s) > 0 and per_core == images_per_s == runs
         assert float(per_cpu_second) > 0

@@ -72,6 +72,81 @@ def test_folder_skips_and_counts_corrupt_images(tmp_path):
     assert all(image.shape[-1] == 3 for image, _ in examples)
 
 
+def _format_zoo(directory):
+    """One file per way a folder's image can be stored, cut from a real photograph."""
+    import skimage.data
+    from PIL import Image
+
+    photo = Image.fromarray(skimage.data.chelsea()).resize((61, 47), Image.BICUBIC)
+    os.makedirs(directory, exist_ok=True)
+    files = {
+        "q90_420.jpg": (photo, dict(quality=90)),
+        "q95_444.jpg": (photo, dict(quality=95, subsampling=0)),
+        "progressive.jpg": (photo, dict(quality=85, progressive=True)),
+        "grey.jpg": (photo.convert("L"), dict(quality=90)),
+        "cmyk.jpg": (photo.convert("CMYK"), dict(quality=90)),
+        "rgb.png": (photo, {}),
+        "rgba.png": (photo.convert("RGBA"), {}),
+        "grey.png": (photo.convert("L"), {}),
+        "one_bit.png": (photo.convert("1"), {}),
+        "palette.png": (photo.convert("P", palette=Image.ADAPTIVE), {}),
+        "palette_transparent.png": (photo.convert("P", palette=Image.ADAPTIVE), dict(transparency=3)),
+        "grey16.png": (Image.fromarray(np.asarray(photo.convert("L")).astype(np.uint16) * 257), {}),
+        "picture.gif": (photo, {}),
+        "picture.bmp": (photo, {}),
+    }
+    for name, (image, options) in files.items():
+        image.save(os.path.join(directory, name), **options)
+    return sorted(files)
+
+
+@pytest.mark.parametrize("channels", [3, 1])
+def test_tensorflow_decoder_gives_pillows_pixels_and_leaves_only_other_formats_to_pillow(
+        tmp_path, monkeypatch, channels):
+    from PIL import Image
+
+    names = _format_zoo(tmp_path / "zoo" / "train" / "cat")
+    pillow_reads = []
+    pillow_decode = data._pillow_decode
+
+    def counting_pillow_decode(path, *args):
+        pillow_reads.append(os.path.basename(path))
+        return pillow_decode(path, *args)
+
+    monkeypatch.setattr(data, "_pillow_decode", counting_pillow_decode)
+    source = data.folder_source(str(tmp_path / "zoo"), "train", channels=channels)
+    for index, name in enumerate(names):
+        image, label, ok = (t.numpy() for t in source.read(index))
+        with Image.open(tmp_path / "zoo" / "train" / "cat" / name) as reference:
+            expected = np.asarray(reference.convert("RGB" if channels == 3 else "L")).reshape(47, 61, channels)
+        assert ok and label == 0, name
+        np.testing.assert_array_equal(image, expected, err_msg=name)  # exact: same pixels as Pillow
+    # JPEG (CMYK included only if TensorFlow reads it) and 8-bit PNG never reach Python.
+    assert set(pillow_reads) - {"cmyk.jpg"} == {"grey16.png", "picture.gif", "picture.bmp"}
+    assert source.skipped.count == 0
+
+
+def test_both_decoders_skip_and_count_truncated_and_fake_jpegs(tmp_path):
+    root = make_image_folder(tmp_path / "images", per_class=2, corrupt=1)
+    from PIL import Image
+
+    good = os.path.join(root, "train", "class_1", "whole.jpg")
+    Image.fromarray(np.full((30, 30, 3), 90, np.uint8)).save(good, quality=90)
+    with open(good, "rb") as f:
+        whole = f.read()
+    with open(os.path.join(root, "train", "class_1", "truncated.jpg"), "wb") as f:
+        f.write(whole[: len(whole) // 2])
+    for decoder in ("tensorflow", "pillow"):
+        source = data.folder_source(root, "train", decoder=decoder)
+        assert len(list(source.dataset)) == source.size - 2, decoder
+        assert [os.path.basename(f) for f in source.skipped.files] == ["broken_0.jpg", "truncated.jpg"], decoder
+
+
+def test_unknown_decoder_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match=r"decoder must be one of tensorflow, pillow. Received: decoder='cv2'"):
+        data.folder_source(str(tmp_path), "train", decoder="cv2")
+
+
 def test_missing_or_empty_dataset_paths_are_clear_errors(tmp_path):
     with pytest.raises(ValueError, match=r"Image folder not found. Received: dataset='folder:/no/such/dir'"):
         data.load_source("folder:/no/such/dir", "train")

@@ -104,6 +104,7 @@ RANKS = {
     "keras_vit.evaluation": 1,
     "keras_vit.version": 1,
     "keras_vit.preprocessing": 1,
+    "keras_vit.pretraining": 1,
     "keras_vit.inspection": 2,
     "keras_vit.weights": 3,
     "keras_vit.models": 4,

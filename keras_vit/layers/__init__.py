@@ -6,6 +6,7 @@ from keras_vit.layers.bit import BottleneckUnit, ResNetStage, StandardizedConv2D
 from keras_vit.layers.gpsa import GPSA
 from keras_vit.layers.image_check import ImageShapeCheck
 from keras_vit.layers.patching import PatchEncoder, Patches
+from keras_vit.layers.masking import PatchCorruption
 from keras_vit.layers.normalization import LayerNormalization
 from keras_vit.layers.pooling import ClassTokenPooling, SeparableMaxPooling2D
 from keras_vit.layers.position import AbsolutePositionEmbedding, TokenPositionEmbedding
@@ -34,6 +35,7 @@ __all__ = [
     "LayerNormalization",
     "MLPBlock",
     "MultiHeadSelfAttention",
+    "PatchCorruption",
     "PatchEncoder",
     "PatchMerging",
     "PatchTokenMap",

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import keras_vit
 from keras_vit.layers import Patches, PatchCorruption, PatchEncoder, TransformerBlock
 
-SETTINGS = settings(max_examples=30, deadline=None, derandomize=True,
+SETTINGS = settings(max_examples=30, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 TINY = dict(image_size=16, num_classes=3)

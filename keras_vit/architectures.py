@@ -4,8 +4,9 @@ Sizes are those of ViT Table 1 (Ti and S from DeiT), the hybrids of ViT Sec. 4.1
 and App. D (R+Ti/16, R26+S/32 and R26+B/32 as published with the AugReg
 checkpoints), DeiT Table 1 (the ViT sizes Ti, S, B with ImageNet mean/std
 inputs, DeiT's initialization and, distilled, the distillation token), ConViT
-Table 1 (`D_emb = 48 N_h`; the "+" models 64 N_h), and Swin Sec. 3.3
-(T, S, B, L; B and L also at 384 px with 12 x 12 windows).
+Table 1 (`D_emb = 48 N_h`; the "+" models 64 N_h), Swin Sec. 3.3
+(T, S, B, L; B and L also at 384 px with 12 x 12 windows), and ViT App. D.5's
+Axial-ViT-B/16 and B/32 (Fig. 12; no published checkpoints).
 
 The table lives here, apart from the builders (`keras_vit.models.variants`
 turns it into `VARIANTS`), so that the weight loader can check a known
@@ -81,6 +82,10 @@ ARCHITECTURES = {
     "Swin_L": ("SwinTransformer", _swin(192, (2, 2, 18, 2), (6, 12, 24, 48))),
     "Swin_B384": ("SwinTransformer", _swin(128, (2, 2, 18, 2), (4, 8, 16, 32), 12, 384)),
     "Swin_L384": ("SwinTransformer", _swin(192, (2, 2, 18, 2), (6, 12, 24, 48), 12, 384)),
+    # ViT App. D.5, Fig. 12: ViT-B's sizes at patch 16 and 32; `num_layers` counts
+    # the ViT blocks, each of which becomes a row and a column block.
+    "AxialViT_B16": ("AxialViT", dict(VIT_SIZES["B"], patch_size=16)),
+    "AxialViT_B32": ("AxialViT", dict(VIT_SIZES["B"], patch_size=32)),
 }
 
 # The arguments that fix a checkpoint's weight shapes and what they compute.
@@ -123,7 +128,8 @@ def architecture(builder, arguments):
     """The architecture fields of a builder call, in comparable form.
 
     Args:
-        builder: str. `"VisionTransformer"`, `"ConViT"` or `"SwinTransformer"`.
+        builder: str. `"VisionTransformer"`, `"ConViT"`, `"SwinTransformer"` or
+            `"AxialViT"`.
         arguments: dict. Builder arguments; other keys are ignored. A missing
             `resnet_stages` means a pure ViT, a missing ablation switch its
             default (`ABLATION_DEFAULTS`).

@@ -1,4 +1,4 @@
-"""Intermediate features of the ViT-like models, and ViTDet's simple feature pyramid.
+"""Intermediate features of the ViT-like models (Axial-ViT too), and ViTDet's simple feature pyramid.
 
 `features` taps the transformer blocks (and a hybrid's ResNet stages) of a
 model that is already built, as timm's `forward_intermediates` does: the
@@ -19,7 +19,6 @@ import keras
 from keras_vit import inspection
 from keras_vit.layers.patching import PatchEncoder, Patches
 from keras_vit.layers.pyramid import PatchTokenMap, SimpleFeaturePyramidLevel
-from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.layers.validation import check_bool, check_positive_int
 
 OUTPUTS = ("tokens", "maps")
@@ -38,15 +37,18 @@ class _Backbone:
                 "return_stages=True)` (or a Swin variant with those arguments) for its "
                 f"stride 4-32 maps. Received: model={model.name!r}"
             )
-        self.blocks = inspection.layers_of(model, TransformerBlock)
+        # Axial-ViT's row and column blocks take the patch grid itself: their
+        # outputs are the maps, with no prefix tokens to drop.
+        self.blocks = inspection.layers_of(model, inspection.VIT_BLOCK_CLASSES)
         encoders = inspection.layers_of(model, PatchEncoder)
         patches = inspection.layers_of(model, Patches)
         if not self.blocks or len(encoders) != 1 or len(patches) != 1 or len(model.inputs) != 1:
             raise ValueError(
-                "`model` must be a keras_vit ViT, DeiT, hybrid ResNet+ViT or ConViT (built by "
-                "`keras_vit.VisionTransformer`, `keras_vit.ConViT` or one of their variants, "
-                "or loaded from a .keras file of one), with its `TransformerBlock` layers at "
-                f"the top level. Received: model={model.name!r}"
+                "`model` must be a keras_vit ViT, DeiT, hybrid ResNet+ViT or ConViT, or an Axial-ViT "
+                "(built by `keras_vit.VisionTransformer`, `keras_vit.ConViT`, `keras_vit.AxialViT` "
+                "or one of their variants, or loaded from a .keras file of one), with its "
+                "`TransformerBlock` (or `AxialTransformerBlock`) layers at the top level. "
+                f"Received: model={model.name!r}"
             )
         self.model = model
         self.input = model.inputs[0]
@@ -72,7 +74,8 @@ class _Backbone:
         """Block `index`'s output as a `(batch, tokens, D)` sequence."""
         x = self._output(index, norm)
         if len(x.shape) == 4:
-            # ConViT's GPSA blocks take a variable-size grid as a map.
+            # ConViT's GPSA blocks (with a variable image size) and Axial-ViT's
+            # blocks take the patch grid as a map.
             policy = self.blocks[index].dtype_policy
             x = keras.layers.Reshape((-1, self.width), dtype=policy, name=f"{name}_tokens")(x)
         return x
@@ -114,14 +117,16 @@ def features(model, blocks=None, output="maps", norm=False, stages=None, name=No
     """A model giving the outputs of chosen transformer blocks (timm's `forward_intermediates`).
 
     Works for the ViT, DeiT (with or without the distillation token), the
-    hybrid ResNet+ViT and ConViT built by keras_vit. The returned model shares
+    hybrid ResNet+ViT, ConViT and Axial-ViT built by keras_vit (an Axial-ViT's
+    blocks are its row and column blocks, two per ViT block, in graph order:
+    block `2 i` is `encoderblock_{i}_row`). The returned model shares
     the layers and weights of `model`. Swin is refused with a pointer to its
     own `return_stages=True`, which gives its stage maps.
 
     Args:
-        model: A `keras.Model` built by `keras_vit.VisionTransformer` or
-            `keras_vit.ConViT` (or a variant, or loaded from a `.keras` file of
-            one), with or without its top.
+        model: A `keras.Model` built by `keras_vit.VisionTransformer`,
+            `keras_vit.ConViT` or `keras_vit.AxialViT` (or a variant, or loaded
+            from a `.keras` file of one), with or without its top.
         blocks: None, int or list of ints. Which blocks: None for all, an int
             `n` for the last `n`, a list for those indices (from 0; negative
             ones count from the end), as timm's `indices`; an index given twice
@@ -150,8 +155,8 @@ def features(model, blocks=None, output="maps", norm=False, stages=None, name=No
         `"stage_{i}"` for each chosen ResNet level.
 
     Raises:
-        ValueError: for a model that is not a keras_vit ViT, DeiT, hybrid or
-            ConViT, or for an invalid argument, naming it.
+        ValueError: for a model that is not a keras_vit ViT, DeiT, hybrid,
+            ConViT or Axial-ViT, or for an invalid argument, naming it.
     """
     backbone = _Backbone(model)
     if output not in OUTPUTS:
@@ -212,7 +217,7 @@ def simple_feature_pyramid(
     the same along both axes and a power of two, as must each of `strides`.
 
     Args:
-        model: A keras_vit ViT, DeiT, hybrid or ConViT, as for `features`.
+        model: A keras_vit ViT, DeiT, hybrid, ConViT or Axial-ViT, as for `features`.
         out_channels: int. Channels of every level. Defaults to 256.
         strides: list of ints. The levels' strides in pixels, distinct
             powers of two. Defaults to `(4, 8, 16, 32)`.

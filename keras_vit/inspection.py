@@ -15,6 +15,7 @@ and it imports only layers and the variant table.
 import keras
 
 from keras_vit.architectures import architecture
+from keras_vit.layers.axial import AxialTransformerBlock
 from keras_vit.layers.bit import ResNetStage, StandardizedConv2D
 from keras_vit.layers.patching import PatchEncoder, Patches
 from keras_vit.layers.tokens import ClassToken, DistillationToken
@@ -28,7 +29,12 @@ from keras_vit.layers.transformer import TransformerBlock
 VIT_FAMILY, SWIN_FAMILY = "ViT", "Swin"
 # The weight of Swin's absolute position embedding (`ape`).
 SWIN_POSITION = "absolute_position_embedding/position_embedding"
-BLOCK_CLASSES = (TransformerBlock, SwinTransformerBlock)
+# Axial-ViT's blocks (ViT App. D.5) attend along the rows or the columns of a
+# patch grid: blocks, but not `TransformerBlock`s over a token sequence.
+BLOCK_CLASSES = (TransformerBlock, SwinTransformerBlock, AxialTransformerBlock)
+# The blocks of the ViT-like families, which take the patch tokens (and any
+# prefix tokens) in graph order; Axial-ViT's take them as a grid.
+VIT_BLOCK_CLASSES = (TransformerBlock, AxialTransformerBlock)
 # The hybrid root's max pooling: ours with a static size, Keras' with a dynamic one
 # (and in `.keras` files saved before keras_vit had its own).
 _MAX_POOLINGS = (SeparableMaxPooling2D, keras.layers.MaxPooling2D)
@@ -51,7 +57,11 @@ def first_layer(model, classes):
 
 
 def family(model):
-    """`"Swin"`, `"ViT"` (ViT, DeiT, hybrid, ConViT) or None (not a keras_vit graph)."""
+    """`"Swin"`, `"ViT"` (ViT, DeiT, hybrid, ConViT, Axial-ViT) or None (not a keras_vit graph).
+
+    Axial-ViT is of the ViT family: its stem, norm and head are ViT's, and only
+    its blocks differ (see `is_axial`).
+    """
     if first_layer(model, SwinPatchEmbedding) is not None:
         return SWIN_FAMILY
     if first_layer(model, PatchEncoder) is not None:
@@ -76,8 +86,31 @@ def patch_encoder(model):
     return encoder
 
 
+def is_axial(model):
+    """True for an Axial-ViT (ViT App. D.5): its blocks attend within a row or a column of the patch grid."""
+    return first_layer(model, AxialTransformerBlock) is not None
+
+
+def check_not_axial(model, what):
+    """Raises a ValueError naming `model` if it is an Axial-ViT, for which `what` is undefined.
+
+    Args:
+        model: A `keras.Model`.
+        what: str. What needs one attention over the whole token sequence,
+            e.g. `"Attention rollout"`; it begins the message.
+    """
+    if is_axial(model):
+        raise ValueError(
+            f"{what} needs blocks that attend over the whole token sequence, and `model` is an "
+            "Axial-ViT, whose blocks attend within one row or one column of the patch grid (ViT "
+            f"App. D.5). Received: model={model.name!r}"
+        )
+
+
 def blocks(model):
-    """Every transformer block (ViT-like or Swin) of `model`, in order.
+    """Every transformer block (ViT-like, Axial-ViT's or Swin) of `model`, in order.
+
+    An Axial-ViT has two per ViT block: the row block, then the column block.
 
     Raises:
         ValueError: for a model without any, naming it.
@@ -85,9 +118,9 @@ def blocks(model):
     found = layers_of(model, BLOCK_CLASSES)
     if not found:
         raise ValueError(
-            "`model` has no transformer blocks (TransformerBlock or SwinTransformerBlock "
-            "layers at its top level): expected a model built by keras_vit or loaded from a "
-            f".keras file of one. Received: model={model.name!r}"
+            "`model` has no transformer blocks (TransformerBlock, SwinTransformerBlock or "
+            "AxialTransformerBlock layers at its top level): expected a model built by keras_vit "
+            f"or loaded from a .keras file of one. Received: model={model.name!r}"
         )
     return found
 
@@ -95,7 +128,7 @@ def blocks(model):
 def final_norm(model):
     """The LayerNorm after the last block: where every keras_vit backbone ends.
 
-    ViT-like models call it `encoder_norm`, Swin `norm`; it is found as the
+    ViT-like models (Axial-ViT too) call it `encoder_norm`, Swin `norm`; it is found as the
     first top-level `LayerNormalization` after the last block, so renamed
     models and `.keras` files of earlier versions are found too.
 
@@ -128,13 +161,14 @@ def prefix_token_counts(model):
     """How many class and distillation tokens lead each ViT-like block's input.
 
     Counted from the token layers met before each block in graph order: ConViT
-    inserts its class token only after the last GPSA block.
+    inserts its class token only after the last GPSA block. Axial-ViT has no
+    such tokens (they have no row or column), so its blocks count 0.
     """
     counts, inserted = [], 0
     for layer in model.layers:
         if isinstance(layer, (ClassToken, DistillationToken)):
             inserted += 1
-        elif isinstance(layer, TransformerBlock):
+        elif isinstance(layer, VIT_BLOCK_CLASSES):
             counts.append(inserted)
     return counts
 
@@ -263,6 +297,29 @@ def _position_arguments(encoder, vit_blocks, block_embeddings):
     }
 
 
+def axial_arguments(model):
+    """The `AxialViT` arguments that fix an Axial-ViT's weights (ViT App. D.5).
+
+    `num_layers` is the number of ViT blocks replaced, as `AxialViT` takes it:
+    half the axial blocks, one row and one column block each.
+    `position_embedding` is the stem's (`"learned_1d"`, `"learned_2d"` or
+    `"none"`).
+    """
+    encoder = first_layer(model, PatchEncoder)
+    axial_blocks = layers_of(model, AxialTransformerBlock)
+    arguments = {
+        "hidden_size": encoder.hidden_size,
+        "num_layers": len(axial_blocks) // 2,
+        "position_embedding": encoder.position_layout if encoder.use_position_embedding else "none",
+    }
+    if axial_blocks:
+        arguments.update(num_heads=axial_blocks[0].num_heads, mlp_dim=axial_blocks[0].mlp_dim)
+    patches = first_layer(model, Patches)
+    if patches is not None:
+        arguments["patch_size"] = patches.patch_size
+    return arguments
+
+
 def model_architecture(model):
     """The architecture of a keras_vit model (see `keras_vit.architectures.architecture`).
 
@@ -274,6 +331,8 @@ def model_architecture(model):
         return None
     if kind == SWIN_FAMILY:
         builder, arguments = "SwinTransformer", swin_arguments(model)
+    elif is_axial(model):
+        builder, arguments = "AxialViT", axial_arguments(model)
     else:
         arguments = vit_arguments(model)
         builder = "ConViT" if arguments["num_gpsa_layers"] else "VisionTransformer"

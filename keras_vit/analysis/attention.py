@@ -6,7 +6,10 @@ asked for its attention probabilities (the explicit attention path). For Swin
 models, `attention_maps`, `nonlocality` and `mean_attention_distance` work per
 window (with `window_grids` in place of the patch grid) and
 `window_attention_to_grid` lays the windows back onto the feature map; rollout
-has no single token grid to run on there.
+has no single token grid to run on there. For Axial-ViT (ViT App. D.5),
+`attention_maps` gives each row or column block's attention within its lines
+and `nonlocality` and `mean_attention_distance` measure it along them; rollout,
+which multiplies attention over the whole token sequence, refuses it.
 """
 
 from typing import NamedTuple
@@ -82,7 +85,10 @@ def attention_maps(model, images):
         Mh * Mw)`, the windows row-major over the block's padded map after its
         cyclic shift (Swin Sec. 3.2), the tokens row-major within a window;
         `window_grids(model)` says where they lie and `window_attention_to_grid`
-        puts them there.
+        puts them there. Axial-ViT blocks (a row block, then a column block,
+        per ViT block): `(batch, rows, heads, cols, cols)` for a row block,
+        each row's tokens attending among themselves, and `(batch, cols,
+        heads, rows, rows)` for a column block (see `AxialSelfAttention`).
     """
     last = model.layers.index(inspection.blocks(model)[-1])
     x = ops.convert_to_tensor(images)
@@ -182,7 +188,20 @@ def attention_rollout(maps, grid, class_token=True, residual_weight=0.5):
 
     Returns:
         Array `(batch, rows, cols)`, each map summing to 1 over the patches.
+
+    Raises:
+        ValueError: for maps other than `(batch, heads, tokens, tokens)`: Swin's
+            window maps, or an Axial-ViT's row and column maps, whose tokens
+            attend within a window or a line and not over one sequence.
     """
+    for probs in maps:
+        if np.ndim(probs) != 4:
+            raise ValueError(
+                "Attention rollout multiplies each block's attention over the whole token sequence, "
+                "`(batch, heads, tokens, tokens)`; a 5-D map attends within a window (Swin) or within "
+                "a row or a column of the patch grid (Axial-ViT) and has no such matrix. "
+                f"Received: a map of shape {np.shape(probs)}"
+            )
     rollout = None
     # Tokens before the patches: the class token, and DeiT's distillation token.
     prefix = maps[-1].shape[-1] - grid[0] * grid[1] if class_token else 0
@@ -207,7 +226,12 @@ def rollout_heatmap(model, images):
 
     Returns:
         Array `(batch, height, width)` in [0, 1] (each map divided by its maximum).
+
+    Raises:
+        ValueError: for a Swin model (no single token grid) or an Axial-ViT
+            (no attention over the whole sequence), naming it.
     """
+    inspection.check_not_axial(model, "Attention rollout")
     grid = grid_size(model)
     relevance = attention_rollout(attention_maps(model, images), grid, has_class_token(model))
     height, width = np.asarray(images).shape[1:3]
@@ -230,6 +254,28 @@ def _patch_part(probs, grid):
     return patch / patch.sum(axis=-1, keepdims=True)
 
 
+def _axial_nonlocality(probs, grid):
+    """Mean distance from each query to what it attends to, in patches, per head, of an axial block.
+
+    A row block's query attends to the tokens of its row, a column block's to
+    those of its column: the distance between line positions `i` and `j` is
+    `|i - j|` patches either way.
+    """
+    lines, length = probs.shape[1], probs.shape[-1]
+    if (lines, length) not in ((grid[0], grid[1]), (grid[1], grid[0])) or probs.shape[3] != length:
+        raise ValueError(
+            f"Expected an Axial-ViT block's attention on the {tuple(grid)} patch grid: "
+            f"`(batch, rows, heads, cols, cols)` = (batch, {grid[0]}, heads, {grid[1]}, {grid[1]}) "
+            f"for a row block, `(batch, cols, heads, rows, rows)` = (batch, {grid[1]}, heads, "
+            f"{grid[0]}, {grid[0]}) for a column block. Received: probs.shape={probs.shape}"
+        )
+    positions = np.arange(length, dtype="float64")
+    distances = np.abs(positions[:, None] - positions[None])
+    per_query = (probs * distances).sum(-1)  # (batch, lines, heads, length)
+    # Every token is the query of exactly one line: the mean over lines and positions is over all tokens.
+    return per_query.mean(axis=(1, 3)).mean(0)
+
+
 def nonlocality(maps, grid):
     """ConViT's nonlocality (Eq. 8) per layer and head, in patches.
 
@@ -243,6 +289,10 @@ def nonlocality(maps, grid):
     cyclic shift; the queries are the image's positions, the keys every
     position of the query's window, padding included (it is attended to, at
     its place beyond the border).
+
+    For an Axial-ViT (`grid` its `(rows, cols)`, the maps 5-D), each query's
+    keys are the tokens of its row (row block) or of its column (column
+    block), `|i - j|` patches from it along that line.
 
     Args:
         maps: list from `attention_maps`.
@@ -268,6 +318,9 @@ def nonlocality(maps, grid):
     distances = patch_distances(grid)
     out = []
     for probs in maps:
+        if np.ndim(probs) == 5:
+            out.append(_axial_nonlocality(np.asarray(probs), grid))
+            continue
         patch = _patch_part(probs, grid)
         out.append((patch * distances).sum(-1).mean(-1).mean(0))
     return np.stack(out)
@@ -280,7 +333,8 @@ def mean_attention_distance(maps, grid, patch_pixels):
     averaged over queries and images; the analogue of a CNN's receptive field.
     `patch_pixels` is the patch size in pixels (for a hybrid: image size over
     grid size; for Swin: the patch embedding's, 4). Swin models pass the list
-    from `window_grids` as `grid` (see `nonlocality`).
+    from `window_grids` as `grid`; an Axial-ViT's row and column maps are
+    measured along their lines (see `nonlocality`).
 
     Returns:
         Array `(layers, heads)` (NaN-padded for Swin, see `nonlocality`).

@@ -23,7 +23,7 @@ The appendix leaves two things open, settled here:
 No checkpoint was published: `weights` must be None.
 """
 
-from keras_vit.architectures import VIT_SIZES
+from keras_vit.architectures import ARCHITECTURES
 from keras_vit.layers.axial import AxialTransformerBlock
 from keras_vit.models.skeleton import EncoderConfig, Family, build_encoder_model
 
@@ -31,11 +31,9 @@ from keras_vit.models.skeleton import EncoderConfig, Family, build_encoder_model
 AXIAL_POOLINGS = ("gap",)
 AXIAL_POSITION_EMBEDDINGS = ("learned_1d", "learned_2d", "none")
 
-# name -> `AxialViT` keyword arguments: ViT-B (Table 1) at the patch sizes of Fig. 12.
-AXIAL_VARIANTS = {
-    "AxialViT_B16": dict(VIT_SIZES["B"], patch_size=16),
-    "AxialViT_B32": dict(VIT_SIZES["B"], patch_size=32),
-}
+# name -> `AxialViT` keyword arguments: ViT-B (Table 1) at the patch sizes of Fig. 12,
+# from the one variant table (which `keras_vit.VARIANTS` and `build_variant` also read).
+AXIAL_VARIANTS = {name: config for name, (builder, config) in ARCHITECTURES.items() if builder == "AxialViT"}
 
 
 def check_axial_args(pooling, position_embedding, weights):

@@ -4,12 +4,18 @@ import difflib
 import inspect
 
 from keras_vit.architectures import ARCHITECTURES, architecture
+from keras_vit.models.axial import AxialViT
 from keras_vit.models.convit import ConViT
 from keras_vit.models.swin import SwinTransformer
 from keras_vit.models.vit import VisionTransformer
 from keras_vit.weights.registry import KNOWN_CHECKPOINTS, check_fits, find_checkpoint, is_checkpoint_file
 
-_BUILDERS = {"VisionTransformer": VisionTransformer, "ConViT": ConViT, "SwinTransformer": SwinTransformer}
+_BUILDERS = {
+    "VisionTransformer": VisionTransformer, "ConViT": ConViT, "SwinTransformer": SwinTransformer, "AxialViT": AxialViT,
+}
+# Builders of which no checkpoint was published: they refuse `weights` themselves,
+# with the reason, before the registry would be asked for a name it cannot know.
+_WITHOUT_CHECKPOINTS = (AxialViT,)
 
 # name -> (builder, keyword arguments), from the one table.
 VARIANTS = {name: (_BUILDERS[builder], config) for name, (builder, config) in ARCHITECTURES.items()}
@@ -40,16 +46,18 @@ def build_variant(variant, /, weights=None, **kwargs):
             `keras_vit.weights.KNOWN_CHECKPOINTS`) whose training settings
             (classes, resolution, pre-logits) become the defaults. A known
             checkpoint is checked against the variant before anything is built
-            or downloaded.
-        **kwargs: Any argument of `VisionTransformer`, `ConViT` or
-            `SwinTransformer`.
+            or downloaded. Axial-ViT variants take None only (no checkpoint
+            was published).
+        **kwargs: Any argument of the variant's builder (`VisionTransformer`,
+            `ConViT`, `SwinTransformer` or `AxialViT`).
 
     Returns:
         A `keras.Model`.
 
     Raises:
-        ValueError: for an unknown variant, an unknown checkpoint name, or a
-            known checkpoint of another architecture.
+        ValueError: for an unknown variant, an unknown checkpoint name, a
+            known checkpoint of another architecture, or any `weights` for an
+            Axial-ViT variant.
         TypeError: for a keyword argument the variant's builder does not take.
     """
     if not isinstance(variant, str) or variant not in VARIANTS:
@@ -58,7 +66,7 @@ def build_variant(variant, /, weights=None, **kwargs):
         )
     builder, config = VARIANTS[variant]
     _check_keywords(variant, builder, kwargs)
-    if weights is not None and not is_checkpoint_file(weights):
+    if weights is not None and builder not in _WITHOUT_CHECKPOINTS and not is_checkpoint_file(weights):
         key, known = find_checkpoint(weights, variant)
         kwargs = {**known.config, **kwargs}
         check_fits(key, architecture(builder.__name__, {**config, **kwargs}), variant)

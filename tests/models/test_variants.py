@@ -26,6 +26,10 @@ EXPECTED_PARAMETERS = {
     "ViT_L16": 304_326_632,
     "ViT_L32": 306_535_400,
     "ViT_H14": 632_045_800,
+    # Axial-ViT (no published model to count): ViT-B minus the class token and its position
+    # slot, plus a second ViT-B block per layer (12 x 7,087,872).
+    "AxialViT_B16": 171_620_584,
+    "AxialViT_B32": 173_277_160,
     "R_ViT_Ti16": 6_337_704,
     "R26_ViT_S32": 36_431_912,
     "R26_ViT_B32": 101_383_976,

@@ -1,6 +1,8 @@
 """keras_vit: Vision Transformers (ViT, hybrid ResNet+ViT, DeiT, ConViT, Swin) for Keras 3."""
 
-from keras_vit import analysis, evaluation, export, few_shot, inspection, layers, preprocessing, schedules, utils, weights
+from keras_vit import (
+    analysis, evaluation, export, few_shot, inspection, layers, preprocessing, pretraining, schedules, utils, weights,
+)
 from keras_vit.distribution import layout_map
 from keras_vit.feature_extraction import features, simple_feature_pyramid
 from keras_vit.models import (
@@ -9,6 +11,7 @@ from keras_vit.models import (
     AxialViT_B16,
     AxialViT_B32,
     ConViT,
+    MaskedPatchPrediction,
     SwinTransformer,
     VisionTransformer,
     backbone,

@@ -267,14 +267,27 @@ class PatchEncoder(keras.layers.Layer):
                 "resample its position embeddings). Received a patch grid of shape "
                 f"{tuple(patches.shape[1:3])}"
             )
-        x = dense_on_tokens(self.projection, patches)
+        return self.add_position(self.project(patches))
+
+    def project(self, patches):
+        """The patch embeddings `(batch, grid_h, grid_w, D)`, before position embeddings.
+
+        The first half of `call`, apart so that masked patch prediction
+        (`keras_vit.models.masked_patch_prediction`) can corrupt the embeddings
+        before their positions are added, as ViT App. B.1.2 does.
+        """
+        return dense_on_tokens(self.projection, patches)
+
+    def add_position(self, x):
+        """The second half of `call`: adds the position embeddings to `project`'s grid, then flattens."""
+        grid = tuple(_static(s) for s in x.shape[1:3])
         if self.use_position_embedding:
             position = grid_of_weights(self, self.position_layout)
             if grid != self.grid_size:
                 # The 2D layout resamples as its grid: interpolation rows sum
                 # to 1, so the X half stays constant along columns and the Y
                 # half along rows, as if each table were resampled on its axis.
-                shape = ops.shape(patches)
+                shape = ops.shape(x)
                 position = resample_grid(position, (shape[1], shape[2]), self.interpolation, self.antialias)
             x = x + ops.cast(position, x.dtype)
         if not self.flatten:

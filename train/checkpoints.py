@@ -58,14 +58,24 @@ class CheckpointManager:
         writer: bool. `False` for the non-chief workers of a multi-worker
             job: they restore from the folder but never write, rename or
             remove anything in it. Defaults to `True`.
+        check_held: callable or None. Called before each save and each
+            commit; it raises to stop the write (`WorkdirLock.check_held`:
+            another run has taken the workdir over). Defaults to None. Also
+            settable as an attribute, for a subclass that does not take it.
     """
 
-    def __init__(self, directory, keep=KEEP, log=None, writer=True):
+    def __init__(self, directory, keep=KEEP, log=None, writer=True, check_held=None):
         self.directory = directory
         self.keep = keep
         self.log = log or (lambda message: print(message, file=sys.stderr, flush=True))
         self.writer = writer
+        self.check_held = check_held
         self.restored_from = None
+
+    def check_before_write(self):
+        """Raises (through `check_held`) if this run may no longer write the folder."""
+        if self.writer and self.check_held is not None:
+            self.check_held()
 
     # ---- what is in the folder ---------------------------------------------------
 
@@ -109,6 +119,7 @@ class CheckpointManager:
 
     def save(self, model):
         """Writes a checkpoint at the optimizer's current step; returns its path (None if not the writer)."""
+        self.check_before_write()
         step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
         name = f"ckpt-{step}"
         final = os.path.join(self.directory, name)
@@ -152,6 +163,9 @@ class CheckpointManager:
 
     def _commit(self, tmp, final, step, format):
         """Lists `tmp`'s files in a manifest, moves it to `final`, points `latest` at it, prunes."""
+        # Orbax's save in flight commits here, perhaps long after it started: the
+        # workdir may have been taken over since. Its `tmp` stays, a leftover.
+        self.check_before_write()
         try:
             manifest = {"step": step, "format": format, "files": {}}
             for name in files.walk_files(tmp):
@@ -364,19 +378,24 @@ class PreemptionCheckpoint(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self._last_saved_step = self._step()
 
+    def _save(self):
+        # Checked here as well as in `save`: a subclass (Orbax's) may write before it commits.
+        self.manager.check_before_write()
+        self.manager.save(self.model)
+
     def on_train_batch_end(self, batch, logs=None):
         step = self._step()
         if self._signalled:
-            self.manager.save(self.model)
+            self._save()
             self.preempted = True
             self.model.stop_training = True
         elif self.every_steps and step - self._last_saved_step >= self.every_steps:
             # ">=", not "%": with steps_per_execution the counter moves in jumps.
-            self.manager.save(self.model)
+            self._save()
             self._last_saved_step = step
         if self.total_steps is not None and step >= self.total_steps:
             self.model.stop_training = True
 
     def on_epoch_end(self, epoch, logs=None):
         if not self.preempted:
-            self.manager.save(self.model)
+            self._save()

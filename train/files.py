@@ -119,42 +119,91 @@ def _rename_without_overwrite(source, target):
         raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), target) from None
 
 
-# The system's reasons for a failed write, as the libraries that write checkpoints
-# and exports report them in their own words: h5py ("errno = 28"), TensorStore
-# under Orbax ("[os_error_code='28']"), TensorFlow (the reason's text alone).
-WRITE_FAILURES = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EFBIG)
+# The system's reasons for a failed write that only a write can have: a full disk, a
+# quota, a read-only file system, a file over the size limit. Permission (EACCES,
+# EPERM) and device (EIO) errors are left out: a failed read of the data or of a
+# pretrained file has them too, and must not be re-labelled as a failed write.
+WRITE_FAILURES = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)
+# The libraries that write checkpoints and exports give the reason in their own words:
+# h5py ("errno = 28"), TensorStore under Orbax ("[os_error_code='28']"), Python
+# ("[Errno 28]"), TensorFlow (the reason's text alone). A stated code decides; the text
+# is matched only for the reasons whose text appears in no other kind of error.
 _ERRNO_PATTERNS = (re.compile(r"\berrno = (\d+)"), re.compile(r"os_error_code='?(\d+)"), re.compile(r"\[Errno (\d+)\]"))
-_FILENAME_PATTERNS = (re.compile(r"filename = '([^']+)'"), re.compile(r'(?:writing|write|create)[^"\n]* file "([^"]+)"'))
+_TEXT_MATCHED = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+# h5py's "name = '...'" (older HDF5: "filename = '...'"), TensorStore's and TensorFlow's quoted file.
+_FILENAME_PATTERNS = (re.compile(r"\b(?:file)?name = '([^']+)'"),
+                      re.compile(r'(?:writing|write|create)[^"\n]* file "([^"]+)"'))
 
 
-def as_os_error(error, path=None):
+# Permission errors are write failures only where the file is one the run writes: a
+# workdir made read-only (chmod) under a running job gives EACCES or EPERM.
+PERMISSION_FAILURES = (errno.EACCES, errno.EPERM)
+
+
+def _stated_codes(error):
+    if isinstance(error, OSError) and error.errno:
+        return [error.errno]
+    return [int(match.group(1)) for pattern in _ERRNO_PATTERNS for match in pattern.finditer(str(error))]
+
+
+def _named_file(error, path):
+    own = isinstance(error, OSError) and bool(error.errno)
+    found = (pattern.search(str(error)) for pattern in _FILENAME_PATTERNS)
+    return (error.filename if own else None) or next((match.group(1) for match in found if match), path)
+
+
+def _is_under(filename, folder):
+    if not filename or not folder:
+        return False
+    filename, folder = os.path.abspath(str(filename)), os.path.abspath(str(folder))
+    return filename == folder or filename.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _write_failure_code(error, writes_under=None, path=None):
+    """The code of the failed write that `error` reports, or None.
+
+    `WRITE_FAILURES` by their code, or (no code stated) by the text of a full
+    disk, a quota or a read-only file system; `PERMISSION_FAILURES` by their
+    code only, and only for a file under `writes_under`.
+    """
+    stated = _stated_codes(error)
+    code = next((code for code in stated if code in WRITE_FAILURES), None)
+    if code is not None:
+        return code
+    permission = next((code for code in stated if code in PERMISSION_FAILURES), None)
+    if permission is not None and _is_under(_named_file(error, path), writes_under):
+        return permission
+    if stated:
+        return None
+    return next((code for code in _TEXT_MATCHED if os.strerror(code) in str(error)), None)
+
+
+def as_os_error(error, path=None, writes_under=None):
     """A library's report of a failed write as an `OSError(errno, reason, file)`; None if it is not one.
+
+    The reasons of `WRITE_FAILURES` count, found by their code (the error's
+    own `errno`, or one its message states) or, for a message that states
+    none, by the system's text of a full disk, a quota or a read-only file
+    system; a permission error (`PERMISSION_FAILURES`) counts only for a file
+    under `writes_under`, so that a failed read elsewhere is never re-labelled.
 
     Args:
         error: the exception raised.
         path: str or None. What was being written, named when the error
             names no file itself.
+        writes_under: str or None. The folder the run writes (its workdir).
     """
+    code = _write_failure_code(error, writes_under, path)
+    if code is None:
+        return None
     own = isinstance(error, OSError) and bool(error.errno)
     if own and error.strerror == os.strerror(error.errno) and (error.filename or path is None):
         return error  # already says it plainly
-    message = str(error)
-    code = error.errno if own else None
-    for pattern in _ERRNO_PATTERNS:
-        match = code is None and pattern.search(message)
-        if match and int(match.group(1)) in WRITE_FAILURES:
-            code = int(match.group(1))
-    if code is None:
-        code = next((code for code in WRITE_FAILURES if os.strerror(code) in message), None)
-    if code is None:
-        return None
-    found = (pattern.search(message) for pattern in _FILENAME_PATTERNS)
-    filename = (error.filename if own else None) or next((match.group(1) for match in found if match), path)
-    return OSError(code, os.strerror(code), filename)
+    return OSError(code, os.strerror(code), _named_file(error, path))
 
 
 @contextlib.contextmanager
-def os_errors(path=None):
+def os_errors(path=None, writes_under=None):
     """Re-raises a failed write that a library reports in its own words as an `OSError` naming the file.
 
     A full or read-only disk then reads the same whoever wrote: the file, the
@@ -164,11 +213,13 @@ def os_errors(path=None):
     Args:
         path: str or None. What the block writes, named when the error names
             no file itself.
+        writes_under: str or None. The folder the block writes: a permission
+            error on a file there is a failed write too (`as_os_error`).
     """
     try:
         yield
     except Exception as error:  # noqa: BLE001 - h5py, TensorStore and TensorFlow raise their own types
-        translated = as_os_error(error, path)
+        translated = as_os_error(error, path, writes_under)
         if translated is None or translated is error:
             raise
         raise translated from error

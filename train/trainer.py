@@ -103,18 +103,21 @@ def _first_images(source, image_size, count):
 
 
 @contextlib.contextmanager
-def _failed_writes_named(manager):
+def _failed_writes_named(manager, workdir):
     """A failed write (a full or read-only disk) stops the run as an `OSError` naming the file and the reason.
 
     Whoever failed (h5py, Orbax's TensorStore, TensorFlow's SavedModel
     writer) the error reads the same (`files.os_errors`), and the user
-    learns which checkpoint the next run resumes from.
+    learns which checkpoint the next run resumes from. A permission error
+    counts as a failed write only on a file under `workdir` (made read-only
+    under the run), so that a failed read of the data keeps its own error.
     """
     try:
-        with files.os_errors():
+        with files.os_errors(writes_under=workdir):
             yield
     except OSError as error:
-        if error.errno in files.WRITE_FAILURES:
+        if error.errno in files.WRITE_FAILURES or (
+                error.errno in files.PERMISSION_FAILURES and files.as_os_error(error, writes_under=workdir)):
             try:
                 kept = manager.checkpoints()
             except Exception:  # noqa: BLE001 - the disk's own error is the one to report
@@ -158,7 +161,9 @@ def train(config, workdir, strategy=None, verbose="auto", break_lock=False):
     """Runs (or resumes) the configured training in `workdir`.
 
     The run holds the workdir's lock (`train.workdir.WorkdirLock`) from its
-    first write until it returns or raises.
+    first write until it returns or raises. If another run takes the lock
+    over meanwhile, this one raises `WorkdirLockLostError` before its next
+    checkpoint or export, leaving the workdir to that run.
 
     Args:
         config: `TrainConfig`.
@@ -237,9 +242,13 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
             raise ValueError(f"--mixing_group must divide the batch of each of the {replicas} replicas "
                              f"({per_replica}). Received: mixing_group={config.mixing_group}")
         # The first write: every check above has passed.
+        lock = None
         if chief:
-            held.callback(prepare_workdir(workdir, config, break_lock).release)
+            lock = prepare_workdir(workdir, config, break_lock)
+            held.callback(lock.release)
         manager = checkpoint_manager(os.path.join(workdir, "checkpoints"), chief)
+        # Once another run has taken the workdir over, no checkpoint is saved or committed.
+        manager.check_held = lock.check_held if lock is not None else None
         if chief:
             manager.set_aside_damaged()
         barrier(strategy)
@@ -268,7 +277,7 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
                                       start_step)
             checkpointing.install_signal_handler()
             try:
-                with _failed_writes_named(manager):
+                with _failed_writes_named(manager, workdir):
                     try:
                         history = model.fit(
                             train_ds,
@@ -309,12 +318,17 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
     summary["chief"] = chief
     # Every worker saves (under MultiWorkerMirroredStrategy saving runs collective ops
     # that all must join); only the chief's files are kept.
-    with contextlib.ExitStack() as stack, _failed_writes_named(manager):
+    # Each of the results is written only while the workdir is still this run's.
+    check_held = lock.check_held if lock is not None else (lambda: None)
+    with contextlib.ExitStack() as stack, _failed_writes_named(manager, workdir):
         folder = workdir if chief else stack.enter_context(tempfile.TemporaryDirectory(prefix="keras_vit-scratch-"))
         model_path, saved_model_path = os.path.join(folder, "model.keras"), os.path.join(folder, "saved_model")
+        check_held()
         export.keras_file(student, model_path)
+        check_held()
         export.saved_model(student, saved_model_path)
         if chief:
             summary["model_path"], summary["saved_model_path"] = model_path, saved_model_path
+            check_held()
             write_text_atomically(os.path.join(workdir, "summary.json"), json.dumps(summary, indent=2))
     return summary

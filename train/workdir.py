@@ -161,6 +161,10 @@ class WorkdirLockedError(ValueError):
     """Another run, live or possibly live, holds the workdir."""
 
 
+class WorkdirLockLostError(WorkdirLockedError):
+    """Another run took over the workdir while this one held it: this run must write nothing more there."""
+
+
 # Tokens of the locks this process holds: a lock naming this process but none of them
 # was left by an earlier run in the same process (a notebook) whose release failed.
 _HELD_HERE = set()
@@ -224,6 +228,17 @@ def _describe(holder):
     return f"pid {holder.get('pid')} on host {holder.get('host')!r}, started {holder.get('started')}"
 
 
+def _describe_taker(found):
+    """Who holds a lock that this run lost, from `WorkdirLock.read`'s answer (None: the file is gone)."""
+    if found is None:
+        return "its lock file was removed"
+    holder = found[1]
+    if holder is None:
+        return "its lock file now holds an unreadable lock"
+    command = f", command {holder['command']!r}" if holder.get("command") else ""
+    return f"{_describe(holder)}{command}"
+
+
 class WorkdirLock:
     """The lock of a run on its workdir: `<workdir>/lock.json`.
 
@@ -247,6 +262,14 @@ class WorkdirLock:
     atomic step; the lock reads its file back and gives way if another run's
     token is there, which leaves a window of one request's latency.
 
+    A lock can still be lost while held: another host took it over as stale
+    (this run's machine stalled past `STALE_AFTER_SECONDS`), someone passed
+    `--break_workdir_lock` or deleted the file, or two writers raced on an
+    object store. The heartbeat then sets `lost`, and `check_held` (which the
+    trainer calls before each of its writes) raises `WorkdirLockLostError`:
+    the run stops rather than overwrite the checkpoints of the run that now
+    owns the workdir.
+
     Args:
         workdir: str. The run's folder.
         break_lock: bool. Take over a lock of another host at once.
@@ -260,6 +283,9 @@ class WorkdirLock:
         self.break_lock = break_lock
         self.log = log or (lambda message: print(message, file=sys.stderr, flush=True))
         self.holder = None
+        # Set once another run's lock (or none) is found in place of this run's.
+        self.lost = threading.Event()
+        self._taker = None  # `read`'s answer when the loss was found
         self._stop = threading.Event()
         self._heartbeat = None
 
@@ -361,6 +387,43 @@ class WorkdirLock:
         raise WorkdirLockedError(f"--workdir {self.workdir!r}: its lock file {self.path!r} kept changing while "
                                  "this run tried to take it; is another run starting there?")
 
+    def check_held(self):
+        """Raises `WorkdirLockLostError` if another run has taken the workdir over; call before each write.
+
+        Besides what the heartbeat found, the lock file is read once more
+        here, so another run's lock in its place is seen before the write
+        that follows, not up to `HEARTBEAT_SECONDS` later. A missing file or
+        a failed read is left to the heartbeat: on a remote file system the
+        heartbeat's own rewrite may briefly show no file to another thread,
+        and the heartbeat, the one writer of this run's lock, cannot race
+        with itself.
+
+        Raises:
+            WorkdirLockLostError: naming the workdir and the run that holds it now.
+        """
+        holder = self.holder
+        if holder is not None and not self.lost.is_set():
+            try:
+                found = self.read()
+            except Exception:  # noqa: BLE001 - tf.io.gfile raises its own types for a remote path
+                found = None
+            if found is not None:
+                self._notice_loss(holder["token"], found)
+        if self.lost.is_set():
+            raise WorkdirLockLostError(
+                f"--workdir {self.workdir!r} was taken over by another run ({_describe_taker(self._taker)}; lock "
+                f"file {self.path!r}). This run stopped without writing anything more there, so as not to corrupt "
+                "that run's checkpoints.")
+
+    def _notice_loss(self, token, found):
+        """Records the loss if `found` (`read`'s answer) is not this run's lock; returns whether it is lost."""
+        if found is not None and found[1] is not None and found[1].get("token") == token:
+            return False
+        if not self.lost.is_set():
+            self._taker = found
+            self.lost.set()
+        return True
+
     def release(self):
         """Stops the heartbeat and removes the lock if it is still this run's; never raises."""
         if self.holder is None:
@@ -425,16 +488,24 @@ class WorkdirLock:
             if holder is None:
                 return
             try:
-                if self._read_token() != holder["token"]:
-                    self.log(f"warning: the lock of --workdir {self.workdir!r} was taken over by another run; "
-                             "this run's checkpoints may be overwritten.")
+                if self._notice_loss(holder["token"], self.read()):
+                    self._warn_lost()
                     return
                 write_atomically(self.path, json.dumps({**holder, "heartbeat": _now_text(), "heartbeat_time": time.time()}, indent=2).encode())
+                # Read back: on an object store another run's write can land between
+                # the check above and this one, and the last writer wins.
+                if self._notice_loss(holder["token"], self.read()):
+                    self._warn_lost()
+                    return
                 failed = False
             except Exception as error:  # noqa: BLE001 - the run's own writes report a full or read-only disk
                 if not failed:
                     self.log(f"warning: could not refresh the lock {self.path!r}: {error}")
                 failed = True
+
+    def _warn_lost(self):
+        self.log(f"warning: the lock of --workdir {self.workdir!r} was taken over by another run "
+                 f"({_describe_taker(self._taker)}); this run stops before its next write.")
 
 
 def check_workdir_lock(workdir, break_lock=False):

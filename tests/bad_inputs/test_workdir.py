@@ -15,6 +15,7 @@ import pytest
 from absl import flags
 
 from tests.train.helpers import TINY_MODEL, make_idx_dataset
+from train import files
 from train import main as cli
 from train.checkpoints import CheckpointManager, verify_checkpoint
 from train.configs import TrainConfig
@@ -204,6 +205,63 @@ def test_full_or_read_only_workdir_is_one_line_and_keeps_the_last_checkpoint(tmp
     monkeypatch.undo()
     verify_checkpoint(str(workdir / "checkpoints" / "ckpt-3"))  # the last good one is intact
     assert not [name for name in os.listdir(workdir / "checkpoints") if ".tmp-" in name]
+
+
+@pytest.mark.parametrize("error, code, filename", [
+    # h5py, TensorStore (Orbax), Python and TensorFlow words for a full disk, a quota, a read-only one.
+    (OSError(errno.ENOSPC, "Unable to synchronously create file (unable to open file: name = "
+             "'/w/ckpt/model.weights.h5', errno = 28, error message = 'No space left on device', flags = 13)"),
+     errno.ENOSPC, "/w/ckpt/model.weights.h5"),
+    (ValueError("Error writing local file \"/w/ckpt/state/d/0\": [OS error: os_error_code=122 Disk quota "
+                "exceeded]"), errno.EDQUOT, "/w/ckpt/state/d/0"),
+    (RuntimeError("[Errno 27] File too large"), errno.EFBIG, "/w/given"),
+    (RuntimeError("/w/saved_model/variables; Read-only file system"), errno.EROFS, "/w/given"),
+    (OSError(errno.ENOSPC, "write failed", "/w/summary.json"), errno.ENOSPC, "/w/summary.json"),
+])
+def test_a_failed_write_in_a_librarys_words_becomes_one_os_error(error, code, filename):
+    translated = files.as_os_error(error, "/w/given")
+    assert (translated.errno, translated.strerror, translated.filename) == (code, os.strerror(code), filename)
+    with pytest.raises(OSError) as raised, files.os_errors("/w/given"):
+        raise error
+    assert (raised.value.errno, raised.value.filename) == (code, filename)
+
+
+@pytest.mark.parametrize("error", [
+    # Reads (of the data, of a pretrained file) fail with these too: they are not failed writes.
+    RuntimeError("Failed to read /data/train-images-idx3-ubyte: Permission denied"),
+    OSError(errno.EACCES, "Permission denied", "/data/train-images-idx3-ubyte"),
+    ValueError("Error reading local file \"/data/x.tfrecord\": [OS error: os_error_code=5 Input/output error]"),
+    RuntimeError("Unable to open file (unable to open file: name = '/p/vit.h5', errno = 1, error message = "
+                 "'Operation not permitted')"),
+    # A stated code decides over words elsewhere in the message.
+    RuntimeError("[Errno 13] Permission denied: '/data/no space left on device.txt'"),
+    OSError(errno.EIO, "short read", "/data/x"),
+])
+def test_other_errors_pass_unchanged(error):
+    assert files.as_os_error(error, "/w/given") is None
+    with pytest.raises(type(error)) as raised, files.os_errors("/w/given"):
+        raise error
+    assert raised.value is error
+
+
+@pytest.mark.parametrize("error, filename", [
+    # A workdir made read-only (chmod) under the run: h5py's, TensorStore's and Python's words.
+    (RuntimeError("Unable to create file (unable to open file: name = '/w/ckpt/model.weights.h5', errno = 13, "
+                  "error message = 'Permission denied', flags = 13)"), "/w/ckpt/model.weights.h5"),
+    (ValueError("Error writing local file \"/w/ckpt/state/d/0\": [OS error: os_error_code=1 Operation not "
+                "permitted]"), "/w/ckpt/state/d/0"),
+    (OSError(errno.EACCES, "Permission denied", "/w/summary.json"), "/w/summary.json"),
+])
+def test_a_permission_error_is_a_failed_write_only_under_the_workdir(error, filename):
+    translated = files.as_os_error(error, writes_under="/w")
+    assert translated.filename == filename and translated.errno in files.PERMISSION_FAILURES
+    assert files.as_os_error(error, writes_under="/elsewhere") is None
+    assert files.as_os_error(error) is None  # no workdir given: never
+    with pytest.raises(OSError) as raised, files.os_errors(writes_under="/w"):
+        raise error
+    assert raised.value.filename == filename
+    # A sibling folder that only shares the prefix is not under the workdir.
+    assert files.as_os_error(OSError(errno.EACCES, "Permission denied", "/w2/x"), writes_under="/w") is None
 
 
 def test_sigterm_handler_is_restored_when_training_ends(tmp_path, idx_dir):

@@ -23,6 +23,7 @@ import pytest
 from tests.train.helpers import (
     BACKEND,
     ROOT,
+    TINY_MODEL,
     main_command,
     make_idx_dataset,
     run_main,
@@ -30,11 +31,15 @@ from tests.train.helpers import (
 )
 from train import files
 from train import workdir as workdir_lib
+from train.checkpoints import PreemptionCheckpoint
+from train.configs import TrainConfig
+from train.trainer import train
 from train.workdir import (
     LOCK_FILE,
     STALE_AFTER_SECONDS,
     WorkdirLock,
     WorkdirLockedError,
+    WorkdirLockLostError,
 )
 
 
@@ -54,11 +59,30 @@ def put_lock(workdir, pid, host=None, age=0, **fields):
               "process_start": state[1] if state else None, "boot_id": workdir_lib._boot_id(),
               "token": "f" * 32, **fields}
     path = os.path.join(workdir, LOCK_FILE)
-    with open(path, "w") as f:
+    # Renamed into place: a holder's heartbeat reading it meanwhile never sees half a lock.
+    with open(f"{path}.tmp-0", "w") as f:
         json.dump(holder, f)
+    os.replace(f"{path}.tmp-0", path)
     if age:
         os.utime(path, (time.time() - age, time.time() - age))
     return path
+
+
+def take_over(workdir, **fields):
+    """Puts another host's lock in place of this process's held one, as a run taking it over would.
+
+    The holder's heartbeat may have read its own lock just before and write it
+    back over this one (the last writer wins); once it has read the other lock
+    it never writes again, so the other lock is put back until it stays.
+    """
+    path = os.path.join(workdir, LOCK_FILE)
+    for _ in range(20):
+        put_lock(workdir, 4242, host="tpu-vm-7", **fields)
+        time.sleep(5 * workdir_lib.HEARTBEAT_SECONDS)
+        with open(path) as f:
+            if json.load(f)["host"] == "tpu-vm-7":
+                return
+    raise AssertionError("the holder's heartbeat kept overwriting the other lock")
 
 
 def tree(folder):
@@ -171,6 +195,58 @@ def test_the_holder_refreshes_its_lock(tmp_path, monkeypatch):
     assert not path.exists()
 
 
+def test_a_lock_taken_over_while_held_is_found_lost_by_the_heartbeat(tmp_path, monkeypatch):
+    monkeypatch.setattr(workdir_lib, "HEARTBEAT_SECONDS", 0.05)
+    messages = []
+    lock = WorkdirLock(str(tmp_path), log=messages.append).acquire()
+    lock.check_held()  # still this run's
+    assert not lock.lost.is_set()
+    # Another host's run took the workdir over (it found this one stale, or was told to break the lock).
+    take_over(tmp_path, command="python train/main.py --workdir=gs://b/run")
+    assert lock.lost.wait(10)
+    expected = (rf"--workdir '{tmp_path}' was taken over by another run \(pid 4242 on host 'tpu-vm-7', started "
+                rf"2026-01-02T03:04:05\+00:00, command 'python train/main.py --workdir=gs://b/run'; lock file "
+                rf"'{tmp_path / LOCK_FILE}'\)\. This run stopped without writing anything more there, so as not "
+                rf"to corrupt that run's checkpoints\.")
+    with pytest.raises(WorkdirLockLostError, match=expected):
+        lock.check_held()
+    assert "was taken over by another run (pid 4242 on host 'tpu-vm-7'" in messages[0]
+    # The heartbeat wrote nothing over the other run's lock, and release leaves it.
+    assert json.loads((tmp_path / LOCK_FILE).read_text())["host"] == "tpu-vm-7"
+    lock.release()
+    assert json.loads((tmp_path / LOCK_FILE).read_text())["host"] == "tpu-vm-7"
+
+
+def test_check_held_reads_the_lock_without_waiting_for_the_heartbeat(tmp_path):
+    lock = WorkdirLock(str(tmp_path)).acquire()  # the heartbeat is a minute away
+    try:
+        put_lock(tmp_path, 4242, host="tpu-vm-7")
+        with pytest.raises(WorkdirLockLostError, match=r"taken over by another run \(pid 4242 on host 'tpu-vm-7'"):
+            lock.check_held()
+        assert lock.lost.is_set()
+    finally:
+        lock.release()
+    assert json.loads((tmp_path / LOCK_FILE).read_text())["host"] == "tpu-vm-7"
+
+
+def test_a_removed_lock_is_found_lost_by_the_heartbeat(tmp_path, monkeypatch):
+    monkeypatch.setattr(workdir_lib, "HEARTBEAT_SECONDS", 0.05)
+    lock = WorkdirLock(str(tmp_path), log=lambda message: None).acquire()
+    try:
+        # As a user told to delete it to start another run. A heartbeat caught between its
+        # read and its rewrite puts it back once; the next one finds it gone.
+        for _ in range(20):
+            if (tmp_path / LOCK_FILE).exists():
+                os.remove(tmp_path / LOCK_FILE)
+            if lock.lost.wait(0.25):
+                break
+        with pytest.raises(WorkdirLockLostError, match=r"taken over by another run \(its lock file was removed; "):
+            lock.check_held()
+    finally:
+        lock.release()
+    assert os.listdir(tmp_path) == []
+
+
 def test_of_racing_creators_exactly_one_gets_the_file(tmp_path):
     path = str(tmp_path / LOCK_FILE)
     won = []
@@ -255,3 +331,31 @@ def test_a_second_trainer_is_refused_and_a_killed_ones_lock_is_taken_over(tmp_pa
     assert f"process {first.pid} is gone" in third.stderr
     assert not (workdir / LOCK_FILE).exists()  # released at the normal end
     assert json.loads((workdir / "summary.json").read_text())["step"] == 6
+
+
+def test_a_trainer_whose_lock_is_taken_over_stops_before_its_next_write(tmp_path, monkeypatch):
+    monkeypatch.setattr(workdir_lib, "HEARTBEAT_SECONDS", 0.05)
+    data = make_idx_dataset(tmp_path / "data", train=96, test=16)
+    workdir = tmp_path / "run"
+    on_epoch_end = PreemptionCheckpoint.on_epoch_end
+
+    def take_over_after_the_first_epoch(self, epoch, logs=None):
+        on_epoch_end(self, epoch, logs)
+        if epoch == 0:
+            self.manager.finish()  # JAX: Orbax's first save is committed, as the TensorFlow one is
+            take_over(workdir)
+
+    monkeypatch.setattr(PreemptionCheckpoint, "on_epoch_end", take_over_after_the_first_epoch)
+    # 3 steps an epoch: without the take-over, checkpoints at steps 3, 6 and 9 and the exports.
+    config = TrainConfig(model_kwargs=json.loads(TINY_MODEL), dataset="fashion_mnist", data_dir=str(data),
+                         image_size=16, batch_size=32, epochs=3, warmup_steps=2, jit_compile=False,
+                         augmentation="flip")
+    with pytest.raises(WorkdirLockLostError, match=(
+            rf"--workdir '{workdir}' was taken over by another run \(pid 4242 on host 'tpu-vm-7', .*This run "
+            r"stopped without writing anything more there")):
+        train(config, str(workdir), verbose=0)
+    checkpoints = workdir / "checkpoints"
+    assert sorted(name for name in os.listdir(checkpoints) if not name.startswith(".")) == ["ckpt-3", "latest"]
+    assert (checkpoints / "latest").read_text().strip() == "ckpt-3"
+    assert not {"model.keras", "saved_model", "summary.json"} & set(os.listdir(workdir))
+    assert json.loads((workdir / LOCK_FILE).read_text())["host"] == "tpu-vm-7"  # left to its holder

@@ -144,6 +144,21 @@ def check_distillation(config):
         check_teacher_spec(config.teacher, config.teacher_weights)
 
 
+OBJECTIVES = ("classification", "masked_patch_prediction")
+
+
+def check_objective(config):
+    """`--objective` and the masked-patch-prediction settings (ViT App. B.1.2)."""
+    from keras_vit.pretraining import TARGETS
+
+    check_choice(config, "objective", OBJECTIVES)
+    check_choice(config, "mpp_target", TARGETS)
+    check_number(config, "mpp_corruption_rate", 0, 1, low_open=True, high_open=False)
+    if config.objective == "masked_patch_prediction" and config.teacher is not None:
+        raise ValueError("--objective=masked_patch_prediction learns from the images alone and takes no --teacher. "
+                         f"Received: teacher={config.teacher!r}")
+
+
 def check_randaugment(config):
     """`--randaugment`: a timm policy string, or an integer magnitude of DeiT's policy."""
     if config.randaugment is None:
@@ -184,6 +199,7 @@ def check_config(config):
     for field in ("mixup", "cutmix"):
         check_number(config, field, 0, None)
     check_distillation(config)
+    check_objective(config)
     check_positive_int(config, "analysis_images")
     parse_analyses(config.log_analysis)
     check_randaugment(config)

@@ -166,19 +166,24 @@ def main(argv):
         return 143
     speed = (f"{summary['images_per_second']:.0f} images/s" if summary["timed_steps"]
              else "n/a (the workdir's run was already complete)")
+    if summary["accuracy"] is None:  # masked patch prediction: no labels, no accuracy
+        result = f"  pretraining loss  {summary['loss']:.4f} (masked patch prediction, on the test images)\n"
+    else:
+        result = f"  test accuracy     {summary['accuracy']:.4f}\n"
     if not summary["chief"]:
         print(f"\nDone (a non-chief worker: the chief writes checkpoints, logs and the exported model).\n"
-              f"  test accuracy     {summary['accuracy']:.4f}\n"
+              f"{result}"
               f"  steps             {summary['step']} (resumed from {summary['resumed_from_step']})", flush=True)
         return 0
     print(
         "\nDone.\n"
-        f"  test accuracy     {summary['accuracy']:.4f}\n"
+        f"{result}"
         f"  training speed    {speed}\n"
         f"  steps             {summary['step']} (resumed from {summary['resumed_from_step']})\n"
         f"  wall time         {format_duration(time.monotonic() - _START)} (process start to exported SavedModel)\n"
         f"  skipped images    {summary['skipped_images']}\n"
-        f"  model             {summary['model_path']}\n"
+        f"  model             {summary['model_path']}"
+        f"{' (the pretrained encoder: fine-tune it with --pretrained)' if summary['accuracy'] is None else ''}\n"
         f"  SavedModel        {summary['saved_model_path']} (serve: uint8 images -> probabilities)\n"
         f"  TensorBoard logs  {os.path.join(summary['workdir'], 'logs')}\n"
         f"  checkpoints       {os.path.join(summary['workdir'], 'checkpoints')}",

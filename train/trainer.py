@@ -11,6 +11,7 @@ import time
 
 import keras
 
+import keras_vit
 from keras_vit import export
 from keras_vit.files import write_text_atomically
 from train import data as data_lib
@@ -225,12 +226,22 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
             # evaluation and the exports are the student's alone.
             model = Distiller(student, teacher, config.distillation, tau=config.distillation_tau,
                               alpha=config.distillation_alpha)
+        if config.objective == "masked_patch_prediction":
+            # Checkpoints hold the pretrainer (encoder, [mask] embedding, prediction head);
+            # the exports are the encoder alone, to fine-tune. Labels are ignored.
+            model = keras_vit.MaskedPatchPrediction(student, target=config.mpp_target,
+                                                    corruption_rate=config.mpp_corruption_rate, seed=config.seed)
+            supervision = {}
+        else:
+            supervision = dict(
+                loss=keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=config.label_smoothing),
+                metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
+            )
         model.compile(
             optimizer=make_optimizer(config, total_steps),
-            loss=keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=config.label_smoothing),
-            metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
             jit_compile=config.jit_compile,
             steps_per_execution=config.steps_per_execution,
+            **supervision,
         )
         analyses = parse_analyses(config.log_analysis)
         if analyses:
@@ -313,8 +324,10 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
         use_average_weights(model)
     with scope():
         results = model.evaluate(eval_ds, verbose=0, return_dict=True)
-    summary["accuracy"] = float(results["accuracy"])
+    # Masked patch prediction has no accuracy: its loss is the pretraining objective's.
+    summary["accuracy"] = float(results["accuracy"]) if "accuracy" in results else None
     summary["loss"] = float(results["loss"])
+    summary["objective"] = config.objective
     summary["chief"] = chief
     # Every worker saves (under MultiWorkerMirroredStrategy saving runs collective ops
     # that all must join); only the chief's files are kept.

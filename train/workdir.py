@@ -55,11 +55,13 @@ def config_dict(config):
 def differences(stored, config):
     """`(field, stored value, new value)` for each field that a resumed run may not change."""
     current = config_dict(config)
+    # A field added after the stored run was written held its default there.
+    defaults = config_dict(type(config)())
     fields = sorted(set(stored) | set(current))
     return [
-        (field, stored.get(field), current.get(field))
+        (field, stored.get(field, defaults.get(field)), current.get(field))
         for field in fields
-        if field not in RESUMABLE_FIELDS and stored.get(field) != current.get(field)
+        if field not in RESUMABLE_FIELDS and stored.get(field, defaults.get(field)) != current.get(field)
     ]
 
 

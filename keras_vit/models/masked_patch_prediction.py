@@ -23,6 +23,21 @@ from keras_vit import inspection, pretraining
 from keras_vit.layers.masking import PatchCorruption
 
 
+def _per_replica(loss):
+    """`loss` divided by the replicas of a `tf.distribute` strategy, whose gradients are summed.
+
+    Keras' compiled losses do this themselves; a loss computed here must too,
+    or a MirroredStrategy / TPUStrategy run would step `replicas` times too far.
+    JAX's distribution averages by itself.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return loss
+    import tensorflow as tf
+
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    return loss if replicas == 1 else loss / replicas
+
+
 def _check_target(target, bits):
     if target not in pretraining.TARGETS:
         raise ValueError(f"`target` must be one of {pretraining.TARGETS}. Received: target={target!r}")
@@ -139,8 +154,11 @@ class MaskedPatchPrediction(keras.Model):
         predictions, chosen = y_pred
         chosen = ops.cast(chosen, "float32")
         loss = ops.sum(self.patch_losses(x, predictions) * chosen) / ops.maximum(ops.sum(chosen), 1.0)
-        losses = [loss, *self.losses]
-        return ops.sum(ops.stack([ops.cast(item, "float32") for item in losses]))
+        loss = _per_replica(loss)
+        # The encoder's own regularization losses (`add_loss`), as the default compute_loss adds them.
+        for extra in self.losses:
+            loss = loss + ops.cast(self._aggregate_additional_loss(extra), "float32")
+        return loss
 
     def get_config(self):
         return {

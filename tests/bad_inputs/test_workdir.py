@@ -301,3 +301,15 @@ def test_a_refused_resume_leaves_the_workdir_byte_for_byte(tmp_path, idx_dir):
         with pytest.raises((ValueError, OSError), match=message):
             train(tiny_config(idx_dir, epochs=1, **overrides), str(workdir), verbose=0)
         assert _tree(workdir) == before, overrides
+
+
+def test_a_workdir_written_before_a_setting_existed_resumes_at_its_default():
+    from train.configs import get_config
+    from train.workdir import config_dict, differences
+
+    config = get_config("fashion_mnist_vit")
+    stored = config_dict(config)
+    del stored["objective"], stored["mpp_target"]  # a config.json from before these flags
+    assert differences(stored, config) == []
+    config.objective = "masked_patch_prediction"
+    assert differences(stored, config) == [("objective", "classification", "masked_patch_prediction")]

@@ -11,7 +11,7 @@ def get_config(name="default"):
 
     Args:
         name: str. One of `PRESETS` (`default`, `fashion_mnist_vit`, `vit_pretrain`, `vit_imagenet`,
-            `vit_finetune`, `deit`, `convit`, `swin`).
+            `vit_finetune`, `vit_masked_patch_prediction`, `deit`, `convit`, `swin`).
     """
     if name not in PRESETS:
         raise ValueError(f"`config` must be one of {sorted(PRESETS)}. Received: config={name!r}")

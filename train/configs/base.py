@@ -64,6 +64,12 @@ class TrainConfig:
     distillation: str = "none"  # none | hard | soft
     distillation_tau: float = 1.0  # DeiT's code's defaults: tau 1.0, alpha 0.5
     distillation_alpha: float = 0.5
+    # What the run learns: "classification" from the labels, or ViT App. B.1.2's
+    # "masked_patch_prediction" from the images alone (keras_vit.MaskedPatchPrediction); then
+    # the exported model.keras is the pretrained encoder, to fine-tune with --pretrained.
+    objective: str = "classification"
+    mpp_target: str = "mean_color"  # mean_color (3-bit mean colour) | downsized (4x4, 3 bits) | pixels (L2)
+    mpp_corruption_rate: float = 0.5  # ViT's; BERT's is 0.15
     checkpoint_every_steps: int = 0
     # The papers' analysis logged as the model trains (train/analysis_logging.py):
     # comma-separated gates, nonlocality, distance, position_similarity, or all;

@@ -98,6 +98,11 @@ class MaskedPatchPrediction(keras.Model):
                 f"Received: an encoder whose tokens cover {stride[0]}x{stride[1]} pixels"
             )
         self.target_patch_size = stride[0]
+        if target == "downsized" and self.target_patch_size % 4:
+            raise ValueError(
+                "`target='downsized'` averages each patch down to 4x4 cells, so the patches must be a multiple of 4 "
+                f"pixels on a side. Received: an encoder whose tokens cover {stride[0]}x{stride[1]} pixels"
+            )
         self.channels = encoder.inputs[0].shape[-1]
         # The encoder's graph cut at the PatchEncoder: what comes before it, and what after.
         self.stem = keras.Model(encoder.inputs, self.patch_encoder.input, name="stem")

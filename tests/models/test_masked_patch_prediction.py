@@ -95,6 +95,10 @@ def test_bad_encoders_and_targets_are_named():
     with pytest.raises(ValueError, match=r"`target` must be one of \('mean_color', 'downsized', 'pixels'\). "
                                          r"Received: target='l2'"):
         MaskedPatchPrediction(keras_vit.VisionTransformer(**TINY), target="l2")
+    with pytest.raises(ValueError, match=r"multiple of 4 pixels on a side. Received: an encoder whose tokens "
+                                         r"cover 6x6 pixels"):
+        MaskedPatchPrediction(keras_vit.VisionTransformer(**dict(TINY, image_size=12, patch_size=6)),
+                              target="downsized")
     with pytest.raises(ValueError, match=r"no PatchEncoder"):
         MaskedPatchPrediction(keras_vit.SwinTransformer(image_size=32, patch_size=4, embed_dim=8, depths=(1,),
                                                         num_heads=(1,), window_size=4, num_classes=3))

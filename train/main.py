@@ -184,7 +184,8 @@ def main(argv):
         f"  skipped images    {summary['skipped_images']}\n"
         f"  model             {summary['model_path']}"
         f"{' (the pretrained encoder: fine-tune it with --pretrained)' if summary['accuracy'] is None else ''}\n"
-        f"  SavedModel        {summary['saved_model_path']} (serve: uint8 images -> probabilities)\n"
+        f"  SavedModel        {summary['saved_model_path']} "
+        f"{'(the encoder; its head is untrained: fine-tune before serving)' if summary['accuracy'] is None else '(serve: uint8 images -> probabilities)'}\n"
         f"  TensorBoard logs  {os.path.join(summary['workdir'], 'logs')}\n"
         f"  checkpoints       {os.path.join(summary['workdir'], 'checkpoints')}",
         flush=True,

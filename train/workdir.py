@@ -299,8 +299,12 @@ class WorkdirLock:
             with files.open_file(self.path, "rb") as f:
                 raw = f.read()
             written = files.getmtime(self.path)
-        except (OSError, ValueError):
+        except FileNotFoundError:
             return None  # gone in between: released
+        except ValueError:
+            return None  # tf.io.gfile's error for a path that vanished mid-read
+        # Any other OSError (EIO, ESTALE on NFS, EACCES) is raised: a failed read says
+        # nothing about who holds the lock, and the heartbeat must not take it for a loss.
         except Exception as error:  # noqa: BLE001 - tf.io.gfile's NotFoundError for a remote path
             if type(error).__name__ == "NotFoundError":
                 return None

@@ -247,6 +247,38 @@ def test_a_removed_lock_is_found_lost_by_the_heartbeat(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
+def test_a_failed_read_of_the_lock_is_not_a_lost_lock(tmp_path, monkeypatch):
+    # An NFS hiccup (EIO, ESTALE) while the heartbeat reads its own lock: a warning, not a stop.
+    import errno
+
+    monkeypatch.setattr(workdir_lib, "HEARTBEAT_SECONDS", 0.05)
+    messages = []
+    lock = WorkdirLock(str(tmp_path), log=messages.append).acquire()
+    original = workdir_lib.files.open_file
+
+    def flaky(path, *args, **kwargs):
+        if path == lock.path:
+            raise OSError(errno.EIO, os.strerror(errno.EIO), path)
+        return original(path, *args, **kwargs)
+
+    try:
+        monkeypatch.setattr(workdir_lib.files, "open_file", flaky)
+        for _ in range(100):
+            if messages:
+                break
+            time.sleep(0.05)
+        assert messages and "could not refresh the lock" in messages[0]
+        assert not lock.lost.is_set()
+        lock.check_held()  # a failed read is left to the heartbeat: no error
+        monkeypatch.setattr(workdir_lib.files, "open_file", original)
+        time.sleep(0.3)
+        assert not lock.lost.is_set()
+    finally:
+        monkeypatch.setattr(workdir_lib.files, "open_file", original)
+        lock.release()
+    assert os.listdir(tmp_path) == []
+
+
 def test_of_racing_creators_exactly_one_gets_the_file(tmp_path):
     path = str(tmp_path / LOCK_FILE)
     won = []

@@ -26,6 +26,7 @@ def test_pretrain_then_fine_tune_the_exported_encoder(tmp_path, idx_dir):
                       "--mpp_target=downsized", "--mpp_corruption_rate=0.15")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "pretraining loss" in result.stdout and "test accuracy" not in result.stdout
+    assert "its head is untrained: fine-tune before serving" in result.stdout
     summary = json.loads((pretrain / "summary.json").read_text())
     assert summary["accuracy"] is None and summary["objective"] == "masked_patch_prediction"
     # Labels unused: 8 classes of mean colour per cell (1 channel, 3 bits); the loss starts at ln 8.

@@ -378,24 +378,19 @@ class PreemptionCheckpoint(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self._last_saved_step = self._step()
 
-    def _save(self):
-        # Checked here as well as in `save`: a subclass (Orbax's) may write before it commits.
-        self.manager.check_before_write()
-        self.manager.save(self.model)
-
     def on_train_batch_end(self, batch, logs=None):
         step = self._step()
         if self._signalled:
-            self._save()
+            self.manager.save(self.model)
             self.preempted = True
             self.model.stop_training = True
         elif self.every_steps and step - self._last_saved_step >= self.every_steps:
             # ">=", not "%": with steps_per_execution the counter moves in jumps.
-            self._save()
+            self.manager.save(self.model)
             self._last_saved_step = step
         if self.total_steps is not None and step >= self.total_steps:
             self.model.stop_training = True
 
     def on_epoch_end(self, epoch, logs=None):
         if not self.preempted:
-            self._save()
+            self.manager.save(self.model)

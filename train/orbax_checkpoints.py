@@ -82,6 +82,7 @@ class OrbaxCheckpointManager(CheckpointManager):
 
     def save(self, model):
         """Starts writing a checkpoint at the optimizer's step; returns the path it will have."""
+        self.check_before_write()  # as the base class's `save`: nothing is written once the lock is lost
         self.finish()
         step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
         final = os.path.join(self.directory, f"ckpt-{step}")

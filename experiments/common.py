@@ -117,6 +117,32 @@ def json_object(name):
     return parse
 
 
+def parse_fractions(parser, text):
+    """`--fractions`: comma-separated numbers in (0, 1]; `parser.error` names the flag otherwise."""
+    try:
+        fractions = [float(f) for f in text.split(",")]
+    except ValueError:
+        parser.error(f"--fractions must be comma-separated numbers in (0, 1]. Received: fractions={text!r}")
+    if not all(0 < f <= 1 for f in fractions):
+        parser.error(f"--fractions must be in (0, 1]. Received: fractions={fractions}")
+    return fractions
+
+
+def read_run(script, path, settings):
+    """The run record saved at `path`, or None when absent; exits when it was trained with other settings.
+
+    `--resume` reads runs back only when `settings` (what a run's result depends on) match.
+    """
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        record = json.load(f)
+    if record.get("settings") != settings:
+        sys.exit(f"{script} --resume: {path} was trained with other settings ({record.get('settings')}); "
+                 f"this invocation's are {settings}. Use another --workdir.")
+    return record
+
+
 def make_parser(doc, name, seeds="0,1"):
     """An `ArgumentParser` with the options every experiment takes."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -60,12 +60,7 @@ def parse_args(argv=None):
     parser.add_argument("--test_size", type=common.positive("test_size"), default=common.FULL_TEST_SIZE)
     common.add_vit_convit_arguments(parser)
     args = parser.parse_args(argv)
-    try:
-        args.fractions = [float(f) for f in args.fractions.split(",")]
-    except ValueError:
-        parser.error(f"--fractions must be comma-separated numbers in (0, 1]. Received: fractions={args.fractions!r}")
-    if not all(0 < f <= 1 for f in args.fractions):
-        parser.error(f"--fractions must be in (0, 1]. Received: fractions={args.fractions}")
+    args.fractions = common.parse_fractions(parser, args.fractions)
     common.check_arguments(parser, args)
     return args
 

@@ -274,18 +274,6 @@ def run_settings(args):
                                                  "eval_crop", "loader_workers", "model_kwargs", "tiny")}
 
 
-def read_run(path, settings):
-    """The result saved at `path`, or None when absent; exits when it was trained with other settings."""
-    if not os.path.isfile(path):
-        return None
-    with open(path) as f:
-        result = json.load(f)
-    if result.get("settings") != settings:
-        sys.exit(f"deit_recipe.py --resume: {path} was trained with other settings ({result.get('settings')}); "
-                 f"this invocation's are {settings}. Use another --workdir.")
-    return result
-
-
 # ---- the report -------------------------------------------------------------------------------
 
 
@@ -405,7 +393,7 @@ def main(argv=None):
             for arm in args.arms:
                 config = dataclasses.replace(recipe(args, seed, steps_per_epoch), epochs=epochs)
                 path = os.path.join(work, f"{arm}_seed_{seed}.json")
-                result = read_run(path, settings) if args.resume else None
+                result = common.read_run("deit_recipe.py", path, settings) if args.resume else None
                 if result is not None:
                     common.log(NAME, f"{arm}, seed {seed}: read back from {path}")
                     rows.append(result)

@@ -94,12 +94,7 @@ def parse_args(argv=None):
                         "only the missing ones, e.g. another seed or arm")
     args = parser.parse_args(argv)
     args.arms = list(dict.fromkeys(args.arms))  # an arm named twice runs once
-    try:
-        args.fractions = [float(f) for f in args.fractions.split(",")]
-    except ValueError:
-        parser.error(f"--fractions must be comma-separated numbers in (0, 1]. Received: fractions={args.fractions!r}")
-    if not all(0 < f <= 1 for f in args.fractions):
-        parser.error(f"--fractions must be in (0, 1]. Received: fractions={args.fractions}")
+    args.fractions = common.parse_fractions(parser, args.fractions)
     if args.resume and args.workdir is None:
         parser.error("--resume needs --workdir (the folder of the earlier runs). Received: workdir=None")
     # A used workdir is refused unless its runs are meant to be read back.
@@ -121,18 +116,6 @@ def run_settings(args):
                                                  "model_kwargs", "tiny")}
 
 
-def read_run(path, settings):
-    """The record saved at `path`, or None when absent; exits when it was trained with other settings."""
-    if not os.path.isfile(path):
-        return None
-    with open(path) as f:
-        record = json.load(f)
-    if record.get("settings") != settings:
-        sys.exit(f"masked_patch_prediction.py --resume: {path} was trained with other settings "
-                 f"({record.get('settings')}); this invocation's are {settings}. Use another --workdir.")
-    return record
-
-
 def write_run(path, record):
     common.write_atomic(path, json.dumps(record, indent=2))
 
@@ -145,7 +128,7 @@ def pretrain(args, work, data_dir, arm, seed, flags, settings):
     target, rate = ARMS[arm]
     key = f"pretrain_{target}_{round(100 * rate)}_seed_{seed}"
     path = os.path.join(work, "runs", f"{key}.json")
-    record = read_run(path, settings) if args.resume else None
+    record = common.read_run("masked_patch_prediction.py", path, settings) if args.resume else None
     if record is not None:
         common.log(NAME, f"pretraining {target} {100 * rate:g}%, seed {seed}: read back from {path}")
         return dict(record, read_back=True)
@@ -165,7 +148,7 @@ def finetune(args, work, data_dir, arm, fraction, images, seed, flags, pretraini
     """The record of `arm` at `fraction` and `seed`: fine-tuned from `pretraining` (or from scratch when None)."""
     key = f"{arm}_{fraction:g}_seed_{seed}"
     path = os.path.join(work, "runs", f"{key}.json")
-    record = read_run(path, settings) if args.resume else None
+    record = common.read_run("masked_patch_prediction.py", path, settings) if args.resume else None
     if record is not None:
         common.log(NAME, f"{arm}, {100 * fraction:g}%, seed {seed}: read back from {path}")
         return dict(record, read_back=True)

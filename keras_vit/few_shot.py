@@ -19,6 +19,15 @@ def fit_least_squares(features, labels, num_classes, l2_reg=1.0):
 
 
 def predict_least_squares(weights, features):
+    """Class predictions of a least-squares probe.
+
+    Args:
+        weights: the `(features + 1, classes)` array of `fit_least_squares`.
+        features: array `(batch, features)`.
+
+    Returns:
+        int array `(batch,)`: the argmax of the affine map.
+    """
     x = np.concatenate([np.asarray(features, "float64"), np.ones((len(features), 1))], axis=1)
     return np.argmax(x @ weights, axis=1)
 

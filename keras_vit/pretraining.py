@@ -142,6 +142,9 @@ def patch_pixel_targets(images, patch_size):
 
 
 TARGETS = ("mean_color", "downsized", "pixels")
+"""The prediction targets of masked patch prediction (ViT App. B.1.2): 3-bit mean colour, 4x4
+downsized patch, pixels by L2.
+"""
 
 
 def num_target_classes(target, channels=3, bits=3):

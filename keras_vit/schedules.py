@@ -10,6 +10,7 @@ import keras
 from keras import ops
 
 DECAYS = ("linear", "cosine", "constant")
+"""The decays `WarmupDecay` accepts after its linear warmup."""
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")

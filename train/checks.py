@@ -157,6 +157,12 @@ def check_objective(config):
     if config.objective == "masked_patch_prediction" and config.teacher is not None:
         raise ValueError("--objective=masked_patch_prediction learns from the images alone and takes no --teacher. "
                          f"Received: teacher={config.teacher!r}")
+    if config.objective == "masked_patch_prediction" and (config.mixup or config.cutmix):
+        # MixUp and CutMix blend two images and their labels; the appendix pretrains on single images, and
+        # the targets of a blended image are colours of neither.
+        raise ValueError("--objective=masked_patch_prediction predicts each image's own patches and takes no "
+                         "MixUp or CutMix: set --mixup=0 --cutmix=0. "
+                         f"Received: mixup={config.mixup}, cutmix={config.cutmix}")
 
 
 def check_randaugment(config):

@@ -49,6 +49,9 @@ flags.DEFINE_bool("multihost", False, "JAX: join the other hosts of the job firs
                   "_PROCESS_ID); run the same command on every host.")
 flags.DEFINE_string("distribution", "auto", "JAX: 'data' (DataParallel), 'fsdp' (ModelParallel, large kernels "
                     "sharded over the model axis) or 'auto' (data parallel over every device).")
+flags.DEFINE_bool("dry_run", False, "Check every flag and the workdir as a run would, print the resolved "
+                  "configuration and exit (status 0, or 2 with the first error) without touching a device, the data "
+                  "or the workdir.")
 flags.DEFINE_string("mesh", None, "JAX: the device mesh, 'batch:N,model:M' (default: every device on the batch axis; "
                     "for fsdp, every device on the model axis).")
 
@@ -127,6 +130,11 @@ def main(argv):
         check_strategy_flags(FLAGS.tpu, FLAGS.tpu_name, FLAGS.distribution, FLAGS.mesh, FLAGS.strategy,
                              FLAGS.multihost)
         check_workdir(FLAGS.workdir, config)
+        if FLAGS.dry_run:
+            print(json.dumps(dataclasses.asdict(config), indent=2, sort_keys=True))
+            print(f"Dry run: the flags and --workdir={FLAGS.workdir} are valid on the {keras.backend.backend()} "
+                  "backend; nothing was trained or written.", flush=True)
+            return 0
         strategy = get_strategy(FLAGS.tpu, FLAGS.tpu_name, FLAGS.distribution, FLAGS.mesh, FLAGS.strategy,
                                 FLAGS.multihost)
         where = (strategy.describe() if hasattr(strategy, "describe")

@@ -43,6 +43,9 @@ from keras_vit.export.saved_model_format import inference_saved_model
 from keras_vit.files import write_atomically
 
 QUANTIZE_MODES = (None, "dynamic", "int8")
+"""The accepted `quantize=` values of `litert`: none (float32), dynamic-range int8 weights, or full
+int8 with a representative dataset.
+"""
 
 
 def check_quantize(quantize):

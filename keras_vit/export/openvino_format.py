@@ -25,6 +25,9 @@ from keras_vit.files import replace_file
 
 # Inference precisions of `openvino_compiled`: OpenVINO's `INFERENCE_PRECISION_HINT`.
 OPENVINO_PRECISIONS = (None, "f32", "bf16", "f16")
+"""The accepted inference precisions of `openvino_compiled`: the device's default (None), float32,
+bfloat16 or float16.
+"""
 
 
 def openvino(model, path, batch_size=None):

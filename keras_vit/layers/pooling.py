@@ -10,8 +10,7 @@ from keras_vit.layers.validation import to_pair
 class ClassTokenPooling(keras.layers.Layer):
     """Returns the first token of a sequence, the [class] token (ViT Eq. 4).
 
-    Args:
-        **kwargs: Base layer arguments.
+    It takes only the base layer's arguments (`name`, `dtype`, ...).
 
     Call arguments:
         tokens: Tensor `(batch, length, width)`.

@@ -34,6 +34,9 @@ from keras_vit.layers.validation import to_pair
 # the interpolation of the ViT authors' code (google-research/vision_transformer,
 # big_vision), which aligns the corner cells; it has no antialiased form.
 INTERPOLATIONS = ("bilinear", "bicubic", "bilinear_scipy")
+"""How a position-embedding table is resampled to another grid: `keras.ops.image.resize`'s bilinear
+or bicubic, or the original ViT code's `scipy.ndimage.zoom` (`"bilinear_scipy"`).
+"""
 
 GRID_LAYOUTS = ("learned_1d", "learned_2d")
 

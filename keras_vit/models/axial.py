@@ -113,12 +113,22 @@ def AxialViT(
         num_heads: int. Attention heads of every axial attention; must divide
             `hidden_size`. Defaults to 12.
         mlp_dim: int. Hidden width of every block's MLP. Defaults to 3072.
-        num_classes, include_top, representation_size, classifier_activation,
-        dropout_rate, attention_dropout_rate, preprocessing, initialization,
-        dynamic_image_size, dynamic_padding, position_interpolation,
-        position_antialias, dtype, remat, name: as in `VisionTransformer`
-            (with `dynamic_image_size` the axial blocks attend along each
-            call's rows and columns, of any length).
+        num_classes: As in `VisionTransformer`.
+        include_top: As in `VisionTransformer`.
+        representation_size: As in `VisionTransformer`.
+        classifier_activation: As in `VisionTransformer`.
+        dropout_rate: As in `VisionTransformer`.
+        attention_dropout_rate: As in `VisionTransformer`.
+        preprocessing: As in `VisionTransformer`.
+        initialization: As in `VisionTransformer`.
+        dynamic_image_size: As in `VisionTransformer`; the axial blocks then
+            attend along each call's rows and columns, of any length.
+        dynamic_padding: As in `VisionTransformer`.
+        position_interpolation: As in `VisionTransformer`.
+        position_antialias: As in `VisionTransformer`.
+        dtype: As in `VisionTransformer`.
+        remat: As in `VisionTransformer`.
+        name: As in `VisionTransformer`.
         pooling: str. `"gap"`, the only value: the average of the patch
             tokens (no class token; see the module docstring). Taken so that
             code passing ViT's arguments passes it. Defaults to `"gap"`.

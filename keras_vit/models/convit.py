@@ -102,9 +102,18 @@ def ConViT(
             unfreezes them (the gates of `train_gating=False` stay frozen):
             to fine-tune such a model in phases, set `trainable` on the layers
             that should train. Defaults to `True`.
-        num_classes, include_top, pooling, representation_size,
-        classifier_activation, dropout_rate, attention_dropout_rate,
-        drop_path_rate, dtype, remat, weights, name: as in `VisionTransformer`.
+        num_classes: As in `VisionTransformer`.
+        include_top: As in `VisionTransformer`.
+        pooling: As in `VisionTransformer`.
+        representation_size: As in `VisionTransformer`.
+        classifier_activation: As in `VisionTransformer`.
+        dropout_rate: As in `VisionTransformer`.
+        attention_dropout_rate: As in `VisionTransformer`.
+        drop_path_rate: As in `VisionTransformer`.
+        dtype: As in `VisionTransformer`.
+        remat: As in `VisionTransformer`.
+        weights: As in `VisionTransformer`.
+        name: As in `VisionTransformer`.
         preprocessing: Defaults to `"imagenet"` (mean/std, as DeiT and ConViT).
         initialization: `"deit"` (the reference's: truncated normal 0.02 for
             the linear kernels, the classifier, position embeddings and class
@@ -115,12 +124,14 @@ def ConViT(
             class token after the last GPSA block, and a second head on it,
             as in `VisionTransformer` (ConViT SM B trains ConViTs so).
             Defaults to `False`.
-        dynamic_image_size, dynamic_padding, position_interpolation,
-        position_antialias: as in `VisionTransformer`. With
-            `dynamic_image_size` the GPSA blocks take the patch tokens as a
-            grid and compute their relative positions `r_ij` (Eq. 5) for each
-            call's grid; the position embeddings are resampled as in the ViT
-            (timm's ConViT has no dynamic size: the default follows its ViT).
+        dynamic_image_size: As in `VisionTransformer`. The GPSA blocks then
+            take the patch tokens as a grid and compute their relative
+            positions `r_ij` (Eq. 5) for each call's grid; the position
+            embeddings are resampled as in the ViT (timm's ConViT has no
+            dynamic size: the default follows its ViT).
+        dynamic_padding: As in `VisionTransformer`.
+        position_interpolation: As in `VisionTransformer`.
+        position_antialias: As in `VisionTransformer`.
 
     Returns:
         A `keras.Model` taking `(batch, height, width, num_channels)` images.

@@ -65,8 +65,11 @@ class MaskedPatchPrediction(keras.Model):
             `"pixels"`. Defaults to `"mean_color"`.
         corruption_rate: float in (0, 1]. Fraction of the patches corrupted.
             Defaults to 0.5 (ViT's; BERT's 0.15 is the option the paper names).
-        mask_rate, random_rate: floats. How the corrupted patches are split:
-            `[mask]`, another patch, kept. Defaults to 0.8 and 0.1.
+        mask_rate: float. Fraction of the corrupted patches replaced by the
+            learned `[mask]` embedding. Defaults to 0.8.
+        random_rate: float. Fraction of the corrupted patches replaced by
+            another patch of the same image (the rest are kept). Defaults to
+            0.1.
         bits: int in [1, 8]. Bits per colour channel of the classification
             targets. Defaults to 3.
         seed: int or None. Seed of the corruption.

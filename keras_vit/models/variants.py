@@ -19,6 +19,9 @@ _WITHOUT_CHECKPOINTS = (AxialViT,)
 
 # name -> (builder, keyword arguments), from the one table.
 VARIANTS = {name: (_BUILDERS[builder], config) for name, (builder, config) in ARCHITECTURES.items()}
+"""Every named variant: `name -> (builder, table arguments)`, from
+`keras_vit.architectures.ARCHITECTURES`.
+"""
 
 # A few-thousand-parameter model of each family, for tests and quick trials.
 TESTING_VARIANTS = {

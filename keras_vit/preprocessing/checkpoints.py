@@ -273,6 +273,7 @@ def _authors_table():
 
 # `{known checkpoint name: EvalConfig}`, as the checkpoints' authors evaluated them.
 CHECKPOINT_PREPROCESSING = _authors_table()
+"""The evaluation transform (`EvalConfig`) of every known checkpoint, as its authors ran it."""
 
 
 # -- timm's re-tuned values -----------------------------------------------------------------------
@@ -351,6 +352,9 @@ def _timm_table():
 
 # `{known checkpoint name: EvalConfig}` with timm's re-tuned values (`reference="timm"`).
 TIMM_PREPROCESSING = _timm_table()
+"""The evaluation transform timm's model cards give for each known checkpoint, where they differ
+from the authors' (`eval_config(..., reference="timm")`).
+"""
 
 
 def _known_names_hint(name):

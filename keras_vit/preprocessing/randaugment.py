@@ -242,6 +242,9 @@ RAND_AUGMENT_OPS = {
     "TranslateXRel": RandAugmentOp(translate_x_relative, _signed(0.45), True),
     "TranslateYRel": RandAugmentOp(translate_y_relative, _signed(0.45), True),
 }
+"""RandAugment's operations by the names of timm's policy strings (`rand-m9-mstd0.5-inc1`): each
+an image transform (`RandAugmentOp`) with the map from its magnitude to the transform's argument.
+"""
 
 
 def _argument(op, level, sign):

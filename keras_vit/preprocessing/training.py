@@ -52,6 +52,10 @@ RECIPES = {
     },
     "vit": {"crop": "inception_crop", "flip": True},
 }
+"""The papers' training transforms by name (`train_transform_for`): DeiT's (also ConViT's and
+Swin's) and the ViT paper's crop, flip, RandAugment policy and erasing as their reference code ran
+them. MixUp and CutMix act on batches: `mix_batch`.
+"""
 
 
 def check_crop(crop):

@@ -177,6 +177,10 @@ KNOWN_CHECKPOINTS = {
     **_swin_release("Swin_L", "swin_large_patch4_window7_224", imagenet1k=False),
     **_swin_release("Swin_L384", "swin_large_patch4_window12_384", image_size=384, imagenet1k=False),
 }
+"""Every checkpoint `weights=` can name, as `"<variant>/<name>"` (e.g. `"ViT_B16/imagenet21k"`):
+a `KnownCheckpoint` with where it is downloaded from, its pinned SHA-256 (or None: trust on
+first use) and the settings it was trained with.
+"""
 
 
 def known_checkpoint(variant, name):

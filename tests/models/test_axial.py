@@ -255,3 +255,12 @@ def test_named_builders_refuse_weights_before_building():
             builder(weights="imagenet21k+imagenet2012")
     with pytest.raises(TypeError, match="distillation"):
         build(distillation=True)
+
+
+def test_load_weights_refuses_a_known_name_for_an_axial_model(tmp_path):
+    model = build()
+    with pytest.raises(ValueError, match=r"no published checkpoints.*Received: checkpoint='imagenet21k'"):
+        keras_vit.load_weights(model, "imagenet21k")
+    # Its own weights still load from a file.
+    model.save(tmp_path / "axial.keras")
+    keras_vit.load_weights(build(), tmp_path / "axial.keras")

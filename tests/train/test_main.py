@@ -210,3 +210,13 @@ def test_deit_augmentations_train_on_grayscale_data(tmp_path, idx_dir):
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["step"] == 4 and np.isfinite(summary["loss"])
+
+
+def test_dry_run_checks_the_flags_and_writes_nothing(tmp_path):
+    workdir = tmp_path / "run"
+    result = run_main(f"--workdir={workdir}", "--config=fashion_mnist_vit", "--steps=7", "--dry_run")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout[:result.stdout.rindex("}") + 1])["steps"] == 7
+    assert "Dry run:" in result.stdout and not workdir.exists()
+    refused = run_main(f"--workdir={workdir}", "--mixup=-1", "--dry_run")
+    assert refused.returncode == 2 and "Received: mixup=-1" in refused.stderr and not workdir.exists()

@@ -56,6 +56,8 @@ def test_pretrain_then_fine_tune_the_exported_encoder(tmp_path, idx_dir):
     (dict(mpp_corruption_rate=0.0), r"mpp_corruption_rate.*\(0, 1\].*Received: mpp_corruption_rate=0.0"),
     (dict(objective="masked_patch_prediction", teacher="ViT_Ti16", distillation="hard"),
      r"takes no --teacher. Received: teacher='ViT_Ti16'"),
+    (dict(objective="masked_patch_prediction", cutmix=1.0),
+     r"takes no MixUp or CutMix.*Received: mixup=0.0, cutmix=1.0"),
 ])
 def test_bad_objective_settings_are_named(overrides, message):
     import dataclasses

@@ -1,0 +1,154 @@
+"""The documentation site builds strictly, documents every public name, and its code runs."""
+
+import importlib
+import inspect
+import os
+import re
+import subprocess
+import sys
+import zlib
+
+import keras
+import pytest
+
+import keras_vit
+from tests.docs import blocks
+
+# The subpackages whose `__all__` is public API, beside the top-level names.
+SUBPACKAGES = ("layers", "weights", "preprocessing", "export", "analysis", "pretraining", "evaluation", "utils")
+
+
+def inventory_names(site):
+    """The objects mkdocstrings documented, from the site's `objects.inv` (Sphinx's format)."""
+    data = (site / "objects.inv").read_bytes()
+    header_end = 0
+    for _ in range(4):  # four text lines, then the zlib-compressed body
+        header_end = data.index(b"\n", header_end) + 1
+    body = zlib.decompress(data[header_end:]).decode()
+    return {line.split(" ", 1)[0] for line in body.splitlines() if " py:" in line}
+
+
+def public_names():
+    names = {f"keras_vit.{name}" for name, value in vars(keras_vit).items()
+             if not name.startswith("_") and not inspect.ismodule(value)}
+    for sub in SUBPACKAGES:
+        module = importlib.import_module(f"keras_vit.{sub}")
+        names |= {f"keras_vit.{sub}.{name}" for name in module.__all__}
+    return names
+
+
+def test_the_reference_documents_every_public_name(site):
+    documented = inventory_names(site)
+    short = {name.rsplit(".", 1)[1] for name in documented}
+    missing = sorted(name for name in public_names()
+                     if name not in documented and name.rsplit(".", 1)[1] not in short)
+    assert not missing, f"public names without a reference entry: {missing}"
+
+
+def test_every_page_is_built(site):
+    for page in blocks.pages():
+        name = page[len("docs/"):] if page.startswith("docs/") else page.lower()
+        built = site / re.sub(r"(index)?\.md$", "", name) / "index.html" if not name.endswith("index.md") else site / "index.html"
+        assert built.exists(), f"{page} has no page in the site ({built})"
+
+
+def test_math_is_rendered_as_mathml(site):
+    # docs/hooks/mkdocs_hooks.py turns $...$ into MathML at build time; no page keeps raw LaTeX.
+    html = (site / "models" / "vit" / "index.html").read_text()
+    assert "<math" in html
+    for page in site.rglob("*.html"):
+        text = re.sub(r"<(pre|code)\b.*?</\1>", "", page.read_text(), flags=re.S)
+        assert not re.search(r"\$\$|\\frac|\\mathbf", text), f"raw LaTeX left in {page}"
+
+
+PYTHON_PAGES = [page for page in blocks.pages() if blocks.blocks(page, "python")]
+
+
+@pytest.mark.parametrize("page", PYTHON_PAGES)
+def test_python_blocks_run(page, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    namespace = {"__name__": "__docs__"}
+    for number, code in enumerate(blocks.blocks(page, "python")):
+        exec(compile(code, f"{page} (python block {number + 1})", "exec"), namespace)
+    keras.backend.clear_session()
+
+
+def shell_commands():
+    found = []
+    for page in blocks.pages():
+        for code in blocks.blocks(page, "bash"):
+            found += [(page, command) for command in blocks.commands(code)]
+    return found
+
+
+COMMANDS = shell_commands()
+
+
+def test_every_shell_command_is_one_the_tests_check():
+    unknown = []
+    for page, command in COMMANDS:
+        try:
+            blocks.classify(command)
+        except ValueError as error:
+            unknown.append(f"{page}: {error}")
+    assert not unknown, "\n".join(unknown)
+
+
+def test_pip_commands_name_existing_extras():
+    known = blocks.extras()
+    for page, command in COMMANDS:
+        kind, _, argv = blocks.classify(command)
+        if kind == "pip":
+            unknown = set(blocks.pip_extras(argv)) - known
+            assert not unknown, f"{page}: {command!r} names extras {sorted(unknown)} not in setup.cfg"
+
+
+def test_script_commands_pass_flags_the_script_defines():
+    for page, command in COMMANDS:
+        kind, _, argv = blocks.classify(command)
+        if kind != "script":
+            continue
+        script = blocks.ROOT / argv[1]
+        assert script.exists(), f"{page}: {command!r}: no {argv[1]}"
+        # Flags every experiment shares (--workdir, --seeds, --write) are defined in experiments/common.py.
+        shared = blocks.ROOT / argv[1].split("/")[0] / "common.py"
+        source = script.read_text() + (shared.read_text() if shared.exists() else "")
+        for word in argv[2:]:
+            flag = re.match(r"(--\w+)", word)
+            if flag:
+                assert f'"{flag.group(1)}"' in source or f"{flag.group(1)}=" in source or (
+                    f"{flag.group(1)})" in source), f"{page}: {command!r}: {argv[1]} defines no {flag.group(1)}"
+
+
+def trainer_commands():
+    found = set()
+    for _, command in COMMANDS:
+        try:
+            if blocks.classify(command)[0] == "trainer":
+                found.add(command)
+        except ValueError:
+            pass  # test_every_shell_command_is_one_the_tests_check names it
+    return sorted(found)
+
+
+TRAINER_COMMANDS = trainer_commands()
+
+
+@pytest.mark.parametrize("command", TRAINER_COMMANDS)
+def test_trainer_commands_pass_the_trainers_checks(command, tmp_path):
+    """Each `python train/main.py ...` of the docs, with `--dry_run`: every flag checked, nothing run."""
+    env, argv = blocks.split_env(command)
+    # Another workdir (gs://, a shared disk) is the user's; the checks run on an empty local one.
+    argv = [word for word in argv if not word.startswith("--workdir")]
+    if "--multihost" in argv and env.get("KERAS_BACKEND") == "jax":
+        # A pod slice finds its coordinator itself; elsewhere the job's addresses are in the environment.
+        env.setdefault("KERAS_DISTRIBUTION_JOB_ADDRESSES", "10.0.0.1:1234,10.0.0.2:1234")
+        env.setdefault("KERAS_DISTRIBUTION_NUM_PROCESSES", "2")
+        env.setdefault("KERAS_DISTRIBUTION_PROCESS_ID", "0")
+    result = subprocess.run(
+        [sys.executable, *argv[1:], "--dry_run", f"--workdir={tmp_path / 'workdir'}"],
+        cwd=blocks.ROOT, env={**os.environ, "KERAS_BACKEND": "tensorflow", **env},
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"{command}\n{result.stderr[-3000:]}"
+    assert "Dry run:" in result.stdout
+    assert not (tmp_path / "workdir").exists()

@@ -14,7 +14,7 @@ of every block.
 
 The two findings checked: (1) Axial-ViT is more accurate: its mean test
 accuracy over seeds is above the ViT's by more than the seeds' spread (the
-pooled standard deviation of the two; `convit_ablations.py`'s verdict); (2) it
+pooled standard deviation of the two; the verdict of `ablation.py`); (2) it
 costs more compute: more forward MACs per image (`keras_vit.analysis.forward_macs`
 of the built models), and fewer training images per second on this machine at
 every seed (measured by the trainer over the epochs after the first, which
@@ -27,8 +27,8 @@ to attend over rather than the preset's 4) and an Axial-ViT of the same width,
 depth (4 row and 4 column blocks), heads and MLP; each with its paper's head:
 the ViT's class token, the Axial-ViT's average of the patch tokens (it has no
 class token). The trainer builds the Axial-ViT as `--model=AxialViT_B16` with
-every size overridden by `--model_kwargs` (it builds Axial-ViT through its
-variants only). All of the Fashion-MNIST training split (`--fraction`, default
+every size overridden by `--model_kwargs` (`--model=AxialViT` builds the same
+model). All of the Fashion-MNIST training split (`--fraction`, default
 1) for `--epochs` full-data epochs (default 2: 936 steps at batch 128) with
 the `fashion_mnist_vit` preset's recipe (AdamW 1e-3, wd 0.05, clipping 1, label
 smoothing 0.1, flips; warmup and EMA scaled to the run), the same seeds (the
@@ -41,7 +41,6 @@ The figure plots test accuracy against forward MACs and against measured
 training images/s.
 """
 
-import json
 import os
 import sys
 import time
@@ -50,8 +49,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 
-from experiments import common, convit_ablations, vit_position_embeddings  # noqa: E402
-from experiments.masked_patch_prediction import comparison  # noqa: E402
+from experiments import ablation, common, vit_position_embeddings  # noqa: E402
 
 NAME = "axial_vit"
 TITLE = "ViT App. D.5: Axial-ViT against ViT, accuracy and compute"
@@ -66,8 +64,8 @@ CLAIM_COMPUTE = "Axial-ViT costs more compute"
 
 def parse_args(argv=None):
     parser = common.make_parser(__doc__, NAME)
-    convit_ablations.add_ablation_arguments(parser, MODELS, fraction=1.0, epochs=2)
-    return convit_ablations.check_ablation_arguments(parser, parser.parse_args(argv))
+    ablation.add_ablation_arguments(parser, MODELS, fraction=1.0, epochs=2)
+    return ablation.check_ablation_arguments(parser, parser.parse_args(argv))
 
 
 def model_kwargs(args):
@@ -99,50 +97,13 @@ def paper_compute():
 # ---- the runs ---------------------------------------------------------------------------------
 
 
-def run_model(args, work, data_dir, arm, seed, flags, settings):
-    """The record of `arm` at `seed`, with its measured throughput: trained, or read back with `--resume`."""
-    path = os.path.join(work, "runs", f"{arm}_seed_{seed}.json")
-    record = common.read_run(f"{NAME}.py", path, settings) if args.resume else None
-    if record is not None:
-        common.log(NAME, f"{arm}, seed {seed}: read back from {path}")
-        return dict(record, read_back=True)
-    common.log(NAME, f"{MODELS[arm][0]}, seed {seed}")
-    load = os.getloadavg()[0]
-    summary = common.train(os.path.join(work, f"{arm}_seed_{seed}"), data_dir, seed, flags)
-    record = dict(arm=arm, seed=seed, flags=flags, settings=settings, load=[load, os.getloadavg()[0]],
-                  **{key: summary[key] for key in ("accuracy", "images_per_second", "timed_steps", "train_seconds",
-                                                   "wall_seconds")})
-    common.log(NAME, f"  test accuracy {record['accuracy']:.4f}, {record['images_per_second']:.0f} images/s, "
-               f"{record['wall_seconds']:.0f} s")
-    common.write_atomic(path, json.dumps(record, indent=2))
-    return record
-
-
 def train_models(args, kwargs):
     """Trains (or reads back) both models at every seed: `(records, setup)` for the report."""
-    batch_size = common.TINY_BATCH if args.tiny else common.PRESET.batch_size
-    records = []
-    with common.workdir(args.workdir, NAME) as work:
-        os.makedirs(os.path.join(work, "runs"), exist_ok=True)
-        data_dir, steps, images, full, test_size = vit_position_embeddings.write_data(args, work, batch_size)
-        settings = dict(source_dir=args.source_dir, fraction=args.fraction, test_size=args.test_size,
-                        steps=steps, batch_size=batch_size, base=vit_position_embeddings.base_kwargs(args))
-        shared = common.recipe_flags(steps, batch_size, args.tiny)
-        for seed in args.seeds:
-            for arm in args.arms:
-                flags = [*common.model_flags(*kwargs[arm]), *shared]
-                records.append(run_model(args, work, data_dir, arm, seed, flags, settings))
-    setup = dict(steps=steps, batch_size=batch_size, images=images, full=full, test_size=test_size,
-                 read_back=sum(bool(r.get("read_back")) for r in records))
-    return records, setup
+    models = {arm: (MODELS[arm][0], *kwargs[arm]) for arm in MODELS}
+    return ablation.train_rows(args, NAME, models, vit_position_embeddings.base_kwargs(args))
 
 
 # ---- the comparisons --------------------------------------------------------------------------
-
-
-def values(records, arm, key):
-    """`{seed: record[key]}` of `arm`."""
-    return {r["seed"]: r[key] for r in records if r["arm"] == arm}
 
 
 def spread_text(numbers):
@@ -153,7 +114,7 @@ def spread_text(numbers):
 
 def throughput_ratios(records):
     """Axial-ViT's training images/s over the ViT's, per seed run for both (paired: the same batches)."""
-    vit, axial = values(records, "vit", "images_per_second"), values(records, "axial", "images_per_second")
+    vit, axial = (ablation.values(records, arm, "images_per_second") for arm in ("vit", "axial"))
     return [axial[seed] / vit[seed] for seed in sorted(vit) if seed in axial]
 
 
@@ -167,7 +128,7 @@ def compute_verdict(macs_ratio, ratios):
 
 
 def outcome(verdict):
-    """A verdict (`convit_ablations.verdict`) as the rest of a sentence: "The finding ..."."""
+    """A verdict (`ablation.verdict`) as the rest of a sentence: "The finding ..."."""
     if verdict == "yes":
         return "reproduces"
     if verdict.startswith("same direction"):
@@ -200,11 +161,11 @@ def tables(records, kwargs, counted, paper, arms, seeds):
     body = []
     for arm in arms:
         label, _, _, paper_model = MODELS[arm]
-        accuracy = list(values(records, arm, "accuracy").values())
+        accuracy = list(ablation.values(records, arm).values())
         macs, parameters = counted[arm]
         body.append([label, f"`{kwargs[arm][0]}`", f"{parameters:,}", f"{macs / 1e6:.2f}",
-                     spread_text(list(values(records, arm, "images_per_second").values())),
-                     convit_ablations.percent(accuracy), common.per_seed(100 * np.array(accuracy), 2),
+                     spread_text(list(ablation.values(records, arm, "images_per_second").values())),
+                     ablation.percent(accuracy), common.per_seed(100 * np.array(accuracy), 2),
                      paper_model, f"{paper[arm] / 1e9:.2f}"])
     text = common.markdown_table(
         ["model", "`--model`", "parameters", "forward MMACs/image", "training images/s, mean ± sd",
@@ -212,8 +173,8 @@ def tables(records, kwargs, counted, paper, arms, seeds):
          "paper: forward GMACs/image (224 px)"], body)
     if not {"vit", "axial"} <= set(arms):
         return text
-    accuracy = comparison(values(records, "axial", "accuracy"), values(records, "vit", "accuracy"))
-    accuracy_verdict = convit_ablations.verdict(accuracy)
+    accuracy = common.comparison(ablation.values(records, "axial"), ablation.values(records, "vit"))
+    accuracy_verdict = ablation.verdict(accuracy)
     macs_ratio, paper_ratio = counted["axial"][0] / counted["vit"][0], paper["axial"] / paper["vit"]
     ratios = throughput_ratios(records)
     verdict = compute_verdict(macs_ratio, ratios)
@@ -232,8 +193,8 @@ def figure(records, counted, arms, path):
     plt = common.pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for arm, colour in zip(arms, ("tab:blue", "tab:orange")):
-        accuracy = 100 * np.array(list(values(records, arm, "accuracy").values()))
-        speed = np.array(list(values(records, arm, "images_per_second").values()))
+        accuracy = 100 * np.array(list(ablation.values(records, arm).values()))
+        speed = np.array(list(ablation.values(records, arm, "images_per_second").values()))
         error = accuracy.std(ddof=1) if len(accuracy) > 1 else 0.0
         for ax, x in ((axes[0], counted[arm][0] / 1e6), (axes[1], speed.mean())):
             ax.errorbar([x], [accuracy.mean()], yerr=[error], marker="o", capsize=3, color=colour,
@@ -272,10 +233,7 @@ def notes(args, kwargs, counted, setup, records):
         f"{min(loads):.1f} to {max(loads):.1f} on {os.cpu_count()} cores (a run's own training threads count "
         "about 2 of it). An accuracy finding reproduces when the difference of the means exceeds the seed-to-seed "
         "spread (the pooled standard deviation of the two models); Fig. 12 gives no numbers, only the ordering.")
-    if setup["read_back"]:
-        text += (f" {setup['read_back']} of the runs were trained by an earlier invocation with the same settings "
-                 "and read back from the workdir (`--resume`); \"Whole script\" counts this invocation only.")
-    return text
+    return text + common.read_back_note(setup["read_back"])
 
 
 def main(argv=None):

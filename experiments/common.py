@@ -244,6 +244,14 @@ def write_slice(source_dir, directory, train_size, test_size, repeat_to=None):
 # ---- runs -----------------------------------------------------------------------------------
 
 
+def read_back_note(count):
+    """The notes' sentence on runs read back with `--resume` ("" when none were)."""
+    if not count:
+        return ""
+    return (f" {count} of the runs were trained by an earlier invocation with the same settings and read back "
+            "from the workdir (`--resume`); \"Whole script\" counts this invocation only.")
+
+
 def recipe_flags(steps, batch_size, tiny):
     """The trainer flags of a run of `steps`: the preset's schedule scaled to it (`scaled_schedule`)."""
     warmup, ema_decay = scaled_schedule(steps)
@@ -290,6 +298,22 @@ def test_images(data_dir, count):
 
 
 # ---- statistics and tables --------------------------------------------------------------------
+
+
+def comparison(a, b):
+    """`a` against `b` (`{seed: accuracy}` each), in points: difference of the means, spread, paired differences.
+
+    The spread is the pooled standard deviation over seeds of the two arms
+    (None with fewer than two seeds in either); `exceeds` says whether the
+    difference is larger than it (None without a spread).
+    """
+    a_values, b_values = np.array(list(a.values()), "float64"), np.array(list(b.values()), "float64")
+    difference = 100 * (a_values.mean() - b_values.mean())
+    paired = [100 * (a[seed] - b[seed]) for seed in sorted(a) if seed in b]
+    if min(len(a_values), len(b_values)) < 2:
+        return {"difference": difference, "spread": None, "paired": paired, "exceeds": None}
+    spread = 100 * float(np.sqrt((a_values.var(ddof=1) + b_values.var(ddof=1)) / 2))
+    return {"difference": difference, "spread": spread, "paired": paired, "exceeds": difference > spread}
 
 
 def mean_and_spread(values):

@@ -366,10 +366,7 @@ def notes(args, config, train_size, test_size, classes, steps_per_epoch, paramet
     if loads:
         text += (f" Load average (1 min) at the runs' starts and ends: {min(loads):.1f} to {max(loads):.1f} on "
                  f"{os.cpu_count()} cores (this script's own training threads count about 2 of it).")
-    if read_back:
-        text += (f" {read_back} of the runs were trained by an earlier invocation with the same settings and read "
-                 f"back from the workdir (`--resume`); \"Whole script\" counts this invocation only.")
-    return text
+    return text + common.read_back_note(read_back)
 
 
 def main(argv=None):

@@ -50,7 +50,6 @@ pretrained arm's difference from scratch.
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -173,22 +172,6 @@ def accuracies(records, arm, fraction):
     return {r["seed"]: r["accuracy"] for r in records if r["arm"] == arm and r["fraction"] == fraction}
 
 
-def comparison(a, b):
-    """`a` against `b` (`{seed: accuracy}` each), in points: difference of the means, spread, paired differences.
-
-    The spread is the pooled standard deviation over seeds of the two arms
-    (None with fewer than two seeds in either); `exceeds` says whether the
-    difference is larger than it (None without a spread).
-    """
-    a_values, b_values = np.array(list(a.values()), "float64"), np.array(list(b.values()), "float64")
-    difference = 100 * (a_values.mean() - b_values.mean())
-    paired = [100 * (a[seed] - b[seed]) for seed in sorted(a) if seed in b]
-    if min(len(a_values), len(b_values)) < 2:
-        return {"difference": difference, "spread": None, "paired": paired, "exceeds": None}
-    spread = 100 * math.sqrt((a_values.var(ddof=1) + b_values.var(ddof=1)) / 2)
-    return {"difference": difference, "spread": spread, "paired": paired, "exceeds": difference > spread}
-
-
 def helps_verdict(comparisons):
     """Claim (a) at one fraction from the pretrained arms' comparisons with scratch: `(summary, reproduces)`."""
     above = sum(c["difference"] > 0 for c in comparisons)
@@ -248,7 +231,7 @@ def tables(records, pretrainings, arms, fractions, seeds):
         scratch = accuracies(records, "scratch", fraction)
         found = []
         for arm in pretrained:
-            c = comparison(accuracies(records, arm, fraction), scratch)
+            c = common.comparison(accuracies(records, arm, fraction), scratch)
             found.append(c)
             rows.append([label(arm), f"{100 * fraction:g}%", f"{c['difference']:+.2f}", points(c["spread"]),
                          ", ".join(f"{p:+.2f}" for p in c["paired"]),
@@ -256,7 +239,8 @@ def tables(records, pretrainings, arms, fractions, seeds):
         summary, reproduces = helps_verdict(found)
         ordering.append(["(a) pretraining helps", f"{100 * fraction:g}%", summary, reproduces])
         if "mean_color_50" in arms and "pixels_50" in arms:
-            c = comparison(accuracies(records, "mean_color_50", fraction), accuracies(records, "pixels_50", fraction))
+            c = common.comparison(accuracies(records, "mean_color_50", fraction),
+                                  accuracies(records, "pixels_50", fraction))
             ordering.append(["(b) mean colour at least as good as pixels (L2), both 50%", f"{100 * fraction:g}%",
                              f"mean colour - pixels {c['difference']:+.2f} points, spread {points(c['spread'])}",
                              colour_verdict(c)])
@@ -282,7 +266,7 @@ def figure(records, arms, fractions, path):
         left.errorbar(x, [v.mean() for v in values], yerr=spread, marker="o", capsize=3, color=colours[arm],
                       label=label(arm))
         if "scratch" in arms and arm != "scratch":
-            gaps = [comparison(accuracies(records, arm, f), accuracies(records, "scratch", f))["difference"]
+            gaps = [common.comparison(accuracies(records, arm, f), accuracies(records, "scratch", f))["difference"]
                     for f in fractions]
             right.plot(x, gaps, marker="o", color=colours[arm], label=label(arm))
     for ax in (left, right):
@@ -326,10 +310,7 @@ def notes(args, kwargs, parameters, pretrain_steps, finetune_steps, batch_size, 
         "seeds; spread: the pooled standard deviation of the two arms over seeds. The pretraining losses differ "
         "in kind between targets (cross-entropy, or mean squared error of pixels in [0, 1]) and are not "
         "comparable across them.")
-    if read_back:
-        text += (f" {read_back} of the runs were trained by an earlier invocation with the same settings and read "
-                 "back from the workdir (`--resume`); \"Whole script\" counts this invocation only.")
-    return text
+    return text + common.read_back_note(read_back)
 
 
 def main(argv=None):

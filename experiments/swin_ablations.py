@@ -32,8 +32,8 @@ clipping 1, label smoothing 0.1, flips; warmup and EMA scaled to the run; no
 drop path). Accuracy is each run's `summary.json` (EMA weights) on the first
 `--test_size` test images.
 
-Reading the result: as `convit_ablations.py`, whose machinery this script
-shares: an ordering reproduces when the difference of the two rows' means has
+Reading the result: as `convit_ablations.py`'s, with the same machinery
+(`ablation.py`): an ordering reproduces when the difference of the two rows' means has
 the paper's sign and exceeds the seed-to-seed spread (the pooled standard
 deviation of the two rows); the summary sentence is computed from the
 measured numbers.
@@ -44,7 +44,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from experiments import common, convit_ablations  # noqa: E402
+from experiments import ablation, common  # noqa: E402
 
 NAME = "swin_ablations"
 TITLE = "Swin Table 4: shifted windows and position terms"
@@ -68,17 +68,17 @@ IMAGE_SIZE = 32
 # Two stages of two blocks each (one regular-window block, one shifted): 16x16 then 8x8 patches.
 MODEL = dict(patch_size=2, window_size=4, embed_dim=32, depths=[2, 2], num_heads=[2, 4], mlp_ratio=4.0)
 TINY_MODEL = dict(embed_dim=16, mlp_ratio=2.0)
-SWIN = convit_ablations.Ablation(NAME, TITLE, "SwinTransformer", ROWS, CLAIMS, "paper: top-1 (%), ImageNet-1K",
-                                 image_size=IMAGE_SIZE)
+SWIN = ablation.Ablation(NAME, TITLE, "SwinTransformer", ROWS, CLAIMS, "paper: top-1 (%), ImageNet-1K",
+                         image_size=IMAGE_SIZE)
 
 
 def parse_args(argv=None):
     parser = common.make_parser(__doc__, NAME)
-    convit_ablations.add_ablation_arguments(parser, ROWS, fraction=1.0, epochs=1)
+    ablation.add_ablation_arguments(parser, ROWS, fraction=1.0, epochs=1)
     parser.add_argument("--window_size", type=common.positive("window_size"), default=MODEL["window_size"],
                         help="M, the attention window in patches (default %(default)s; the first stage's grid is "
                         f"{IMAGE_SIZE // MODEL['patch_size']})")
-    return convit_ablations.check_ablation_arguments(parser, parser.parse_args(argv))
+    return ablation.check_ablation_arguments(parser, parser.parse_args(argv))
 
 
 def base_kwargs(args):
@@ -89,7 +89,7 @@ def base_kwargs(args):
 
 def main(argv=None):
     args = parse_args(argv)
-    return convit_ablations.run(args, SWIN, base_kwargs(args), argv)
+    return ablation.run(args, SWIN, base_kwargs(args), argv)
 
 
 if __name__ == "__main__":

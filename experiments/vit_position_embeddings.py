@@ -17,7 +17,7 @@ or `"relative"`, and `position_embedding_at=` `"stem"` (the default),
 
 The two findings checked: (1) any position embedding beats none: the weakest
 embedding row run is above the "none" row by more than the seeds' spread
-(`convit_ablations.py`'s ordering check); (2) the kinds differ little: the
+(the ordering check of `ablation.py`); (2) the kinds differ little: the
 range of the embedding rows' means is smaller than the weakest one's margin
 over "none" (as in the paper: 0.33 against 2.58 points), i.e. every kind is
 nearer to every other than to no embedding at all. The table also says
@@ -45,7 +45,7 @@ not comparable, only the orderings.
 Reading the result: the rows beside the paper's numbers, the ordering check
 and a summary sentence computed from the measured numbers, then the
 "differ little" check with its own sentence. The machinery (running the rows,
-`--resume`, the verdicts, the figure) is `convit_ablations.py`'s.
+`--resume`, the verdicts, the figure) is `ablation.py`'s.
 """
 
 import os
@@ -56,7 +56,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 
-from experiments import common, convit_ablations  # noqa: E402
+from experiments import ablation, common  # noqa: E402
 
 NAME = "vit_position_embeddings"
 TITLE = "ViT Table 8: position embeddings"
@@ -77,58 +77,18 @@ CLAIMS = (("any position embedding beats none: the weakest embedding row above n
 # 4x4 patches: a 7x7 grid of 49 tokens (see the module docstring); width and depth of
 # `hybrid_compute.py`'s "S" size, so that a run takes 1-3 minutes on 2 cores.
 MODEL = dict(patch_size=4, hidden_size=64, num_layers=4, num_heads=4, mlp_dim=128)
-POSITION = convit_ablations.Ablation(NAME, TITLE, "VisionTransformer", ROWS, CLAIMS,
-                                     "paper: ImageNet 5-shot linear (%)")
+POSITION = ablation.Ablation(NAME, TITLE, "VisionTransformer", ROWS, CLAIMS, "paper: ImageNet 5-shot linear (%)")
 
 
 def parse_args(argv=None):
     parser = common.make_parser(__doc__, NAME)
-    convit_ablations.add_ablation_arguments(parser, ROWS, fraction=1.0, epochs=2)
-    return convit_ablations.check_ablation_arguments(parser, parser.parse_args(argv))
+    ablation.add_ablation_arguments(parser, ROWS, fraction=1.0, epochs=2)
+    return ablation.check_ablation_arguments(parser, parser.parse_args(argv))
 
 
 def base_kwargs(args):
     """The builder arguments of ViT's own row (learned 1-D embeddings at the stem)."""
     return dict(MODEL, **(common.TINY_MODEL if args.tiny else {}), **(args.model_kwargs or {}))
-
-
-# ---- the runs ---------------------------------------------------------------------------------
-
-
-def write_data(args, work, batch_size):
-    """Writes the class-balanced `--fraction` of the training split (repeated to its length) and the test images.
-
-    Returns:
-        `(data_dir, steps, images, full, test_size)`: the slice's folder, the
-        run length (`--steps`, or `--epochs` full-data epochs), the unique
-        training images, the full split's size and the test images written.
-    """
-    full = common.read_idx(os.path.join(args.source_dir, "train-labels-idx1-ubyte.gz")).shape[0]
-    steps = args.steps or (4 if args.tiny else args.epochs * (full // batch_size))
-    size = max(int(round(args.fraction * full)), batch_size)
-    data_dir = os.path.join(work, "data")
-    images, test_size = common.write_slice(args.source_dir, data_dir, size, args.test_size, repeat_to=full)
-    return data_dir, steps, images, full, test_size
-
-
-def train_rows(args, ablation, base):
-    """Trains (or reads back, `--resume`) every row and seed: `(records, setup)` for the report."""
-    batch_size = common.TINY_BATCH if args.tiny else common.PRESET.batch_size
-    parameters = common.build(ablation.builder, base)[0].count_params()
-    records = []
-    with common.workdir(args.workdir, ablation.name) as work:
-        os.makedirs(os.path.join(work, "runs"), exist_ok=True)
-        data_dir, steps, images, full, test_size = write_data(args, work, batch_size)
-        settings = dict(source_dir=args.source_dir, fraction=args.fraction, test_size=args.test_size,
-                        steps=steps, batch_size=batch_size, base=base)
-        shared = common.recipe_flags(steps, batch_size, args.tiny)
-        for seed in args.seeds:
-            for arm in args.arms:
-                flags = [*common.model_flags(ablation.builder, dict(base, **ablation.rows[arm][1])), *shared]
-                records.append(convit_ablations.run_row(args, ablation, work, data_dir, arm, seed, flags, settings))
-    setup = dict(base=base, parameters=parameters, steps=steps, batch_size=batch_size, images=images, full=full,
-                 test_size=test_size, read_back=sum(bool(r.get("read_back")) for r in records))
-    return records, setup
 
 
 # ---- the "differ little" check ----------------------------------------------------------------
@@ -147,13 +107,13 @@ def kinds_comparison(records, arms):
     kinds = [arm for arm in arms if arm in EMBEDDINGS]
     if len(kinds) < 2:
         return None
-    means = {arm: convit_ablations.mean(records, arm) for arm in kinds}
+    means = {arm: ablation.mean(records, arm) for arm in kinds}
     best, worst = max(kinds, key=means.get), min(kinds, key=means.get)
-    values = [list(convit_ablations.accuracies(records, arm).values()) for arm in kinds]
+    values = [list(ablation.values(records, arm).values()) for arm in kinds]
     spread = None
     if min(map(len, values)) > 1:
         spread = 100 * float(np.sqrt(np.mean([np.var(v, ddof=1) for v in values])))
-    margin = 100 * (means[worst] - convit_ablations.mean(records, "none")) if "none" in arms else None
+    margin = 100 * (means[worst] - ablation.mean(records, "none")) if "none" in arms else None
     return dict(range=100 * (means[best] - means[worst]), best=best, worst=worst, margin=margin, spread=spread)
 
 
@@ -211,14 +171,10 @@ def kinds_table(records, arms):
 def main(argv=None):
     args = parse_args(argv)
     started = time.perf_counter()
-    records, setup = train_rows(args, POSITION, base_kwargs(args))
-    path = convit_ablations.figure(POSITION, records, args.arms, args.figure)
-    text = convit_ablations.tables(POSITION, records, args.arms, args.seeds) + kinds_table(records, args.arms)
-    notes = convit_ablations.notes(args, POSITION, setup) + (
-        " Table 8's numbers are ViT-B/16's (86M parameters) ImageNet 5-shot linear accuracy after large-scale "
-        "pretraining, not test accuracy after training on the task itself.")
-    common.report(args, NAME, TITLE, argv, notes, text, [path], started)
-    return 0
+    records, setup = ablation.train(args, POSITION, base_kwargs(args))
+    note = (" Table 8's numbers are ViT-B/16's (86M parameters) ImageNet 5-shot linear accuracy after large-scale "
+            "pretraining, not test accuracy after training on the task itself.")
+    return ablation.report(args, POSITION, records, setup, argv, started, kinds_table(records, args.arms), note)
 
 
 if __name__ == "__main__":

@@ -4,14 +4,7 @@ import pytest
 
 from experiments import axial_vit, common, vit_position_embeddings
 from keras_vit.analysis import axial_vit_forward_macs, vit_forward_macs
-from tests.train.helpers import make_idx_dataset
-
-PNG = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(scope="module")
-def source(tmp_path_factory):
-    return make_idx_dataset(tmp_path_factory.mktemp("source"), train=128, test=32, size=28)
+from tests.experiments.helpers import PNG
 
 
 def test_both_models_train_and_report_accuracy_and_compute(tmp_path, source, capsys):

@@ -3,14 +3,7 @@
 import pytest
 
 from experiments import common, convit_ablations
-from tests.train.helpers import make_idx_dataset
-
-PNG = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(scope="module")
-def source(tmp_path_factory):
-    return make_idx_dataset(tmp_path_factory.mktemp("source"), train=128, test=32, size=28)
+from tests.experiments.helpers import PNG
 
 
 def test_two_rows_train_and_report_beside_the_paper(tmp_path, source, capsys):
@@ -42,17 +35,6 @@ def test_two_rows_train_and_report_beside_the_paper(tmp_path, source, capsys):
     assert common.table_rows(captured.out) == rows and "e, seed 0: read back from" in captured.err
     with pytest.raises(SystemExit, match="was trained with other settings"):
         convit_ablations.main([*flags, "--resume", "--fraction=0.25"])
-
-
-def test_orderings_reproduce_only_beyond_the_spread():
-    records = [{"arm": arm, "seed": seed, "accuracy": value} for arm, values in
-               {"a": (0.84, 0.86), "b": (0.80, 0.81), "e": (0.845, 0.85)}.items() for seed, value in enumerate(values)]
-    text, c = convit_ablations.check_claim(records, ["a", "b", "e"], ("a",), ("b", "e"))
-    assert text.startswith("a - e: +0.25 points") and convit_ablations.verdict(c) == "same direction, within the spread"
-    _, c = convit_ablations.check_claim(records, ["a", "b", "e"], ("a", "e"), ("b",))
-    assert convit_ablations.verdict(c) == "yes"  # the weaker of a and e against b
-    assert convit_ablations.check_claim(records, ["a", "b", "e"], ("g",), ("f",)) is None
-    assert convit_ablations.concordance([82.2, 82.0, 79.1], [0.85, 0.805, 0.8475]) == (2, 3, pytest.approx(1 / 3))
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -4,14 +4,7 @@ import numpy as np
 import pytest
 
 from experiments import common, deit_recipe
-from tests.train.helpers import make_idx_dataset
-
-PNG = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(scope="module")
-def source(tmp_path_factory):
-    return make_idx_dataset(tmp_path_factory.mktemp("source"), train=128, test=32, size=28)
+from tests.experiments.helpers import PNG
 
 
 def test_both_arms_train_and_report(tmp_path, source, capsys):

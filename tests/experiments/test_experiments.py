@@ -12,9 +12,8 @@ import pytest
 
 from experiments import common, convit_locality, convit_sample_efficiency, hybrid_compute, timm_parity
 from experiments import vit_attention_distance
+from tests.experiments.helpers import PNG
 from tests.train.helpers import make_idx_dataset
-
-PNG = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")

@@ -6,14 +6,7 @@ import os
 import pytest
 
 from experiments import common, masked_patch_prediction
-from tests.train.helpers import make_idx_dataset
-
-PNG = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(scope="module")
-def source(tmp_path_factory):
-    return make_idx_dataset(tmp_path_factory.mktemp("source"), train=128, test=32, size=28)
+from tests.experiments.helpers import PNG
 
 
 def test_pretrained_arm_fine_tunes_the_encoder_and_reports(tmp_path, source, capsys):
@@ -58,7 +51,7 @@ def test_pretrained_arm_fine_tunes_the_encoder_and_reports(tmp_path, source, cap
 
 
 def comparison(a, b):
-    return masked_patch_prediction.comparison(dict(enumerate(a)), dict(enumerate(b)))
+    return common.comparison(dict(enumerate(a)), dict(enumerate(b)))
 
 
 def test_pretraining_helps_only_beyond_the_seed_to_seed_spread():

@@ -5,14 +5,7 @@ import json
 import pytest
 
 from experiments import common, vit_position_embeddings
-from tests.train.helpers import make_idx_dataset
-
-PNG = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(scope="module")
-def source(tmp_path_factory):
-    return make_idx_dataset(tmp_path_factory.mktemp("source"), train=128, test=32, size=28)
+from tests.experiments.helpers import PNG
 
 
 def test_two_rows_train_and_report_beside_table_8(tmp_path, source, capsys):

@@ -163,6 +163,11 @@ def check_objective(config):
         raise ValueError("--objective=masked_patch_prediction predicts each image's own patches and takes no "
                          "MixUp or CutMix: set --mixup=0 --cutmix=0. "
                          f"Received: mixup={config.mixup}, cutmix={config.cutmix}")
+    if config.objective == "masked_patch_prediction" and config.random_erasing:
+        # Erasing fills a rectangle with random noise: its patches' targets would be the noise's colours,
+        # which no appendix target is, and its values leave [0, 255], outside the targets' bins.
+        raise ValueError("--objective=masked_patch_prediction predicts each image's own patches and takes no "
+                         f"random erasing: set --random_erasing=0. Received: random_erasing={config.random_erasing}")
 
 
 def check_randaugment(config):

@@ -5,13 +5,13 @@ import inspect
 import keras_vit
 
 PRECISIONS = ("float32", "bfloat16")
-GENERAL_BUILDERS = ("VisionTransformer", "ConViT", "SwinTransformer")
+GENERAL_BUILDERS = ("VisionTransformer", "AxialViT", "ConViT", "SwinTransformer")
 # Arguments the trainer sets from the dataset and `--image_size`, never from `--model_kwargs`.
 TRAINER_ARGUMENTS = ("image_size", "num_classes", "num_channels")
 
 
 def builder_for(name):
-    """The general builder (`VisionTransformer`, `ConViT` or `SwinTransformer`) behind a model name."""
+    """The general builder (one of `GENERAL_BUILDERS`) behind a model name, or the variant's builder."""
     if name in GENERAL_BUILDERS:
         return getattr(keras_vit, name)
     return keras_vit.VARIANTS[name][0]

@@ -57,6 +57,34 @@ class Throughput(keras.callbacks.Callback):
         return self.timed_steps * self.batch_size / seconds if seconds else float("nan")
 
 
+class SynchronousBatchEnds(keras.callbacks.Callback):
+    """Makes Keras call the batch-end callbacks in the training loop, not on a worker thread.
+
+    On JAX, Keras hands the batch-end callbacks to a thread pool when no
+    callback defines them (`CallbackList`'s asynchronous dispatch). On virtual
+    XLA:CPU devices, that thread's reading of the last batch's sharded logs
+    then runs beside the next step's collectives, which share the same few CPU
+    threads: the all-reduce rendezvous waits for participants that never get a
+    thread, and XLA aborts the process after 40 s. Defining the three hooks (as
+    no-ops) keeps every call in the loop. Only multi-device CPU runs need it;
+    accelerators run their collectives off the host's threads.
+    """
+
+    def on_train_batch_end(self, batch, logs=None):
+        pass
+
+    def on_test_batch_end(self, batch, logs=None):
+        pass
+
+    def on_predict_batch_end(self, batch, logs=None):
+        pass
+
+
+def needs_synchronous_batch_ends(strategy):
+    """Whether `strategy` is a JAX distribution over several CPU devices (see `SynchronousBatchEnds`)."""
+    return isinstance(strategy, JaxDistribution) and strategy.platform == "cpu" and len(strategy.devices) > 1
+
+
 def use_average_weights(model):
     """Replaces the model's trainable weights by the optimizer's EMA (Polyak) averages.
 
@@ -273,6 +301,8 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
         checkpointing = PreemptionCheckpoint(manager, config.checkpoint_every_steps, total_steps)
         throughput = Throughput(config.batch_size)
         callbacks = [checkpointing, throughput]
+        if needs_synchronous_batch_ends(strategy):
+            callbacks.append(SynchronousBatchEnds())
         if chief:
             callbacks.append(keras.callbacks.TensorBoard(os.path.join(workdir, "logs")))
         if analyses and chief:
@@ -323,7 +353,8 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
     if config.ema_decay is not None:
         use_average_weights(model)
     with scope():
-        results = model.evaluate(eval_ds, verbose=0, return_dict=True)
+        synchronous = [SynchronousBatchEnds()] if needs_synchronous_batch_ends(strategy) else []
+        results = model.evaluate(eval_ds, verbose=0, return_dict=True, callbacks=synchronous)
     # Masked patch prediction has no accuracy: its loss is the pretraining objective's.
     summary["accuracy"] = float(results["accuracy"]) if "accuracy" in results else None
     summary["loss"] = float(results["loss"])

@@ -159,9 +159,17 @@ def _wait_for_checkpoint(workdir, process, timeout=120):
     raise AssertionError("no checkpoint appeared")
 
 
-@pytest.mark.parametrize("kill_signal", [signal.SIGTERM, signal.SIGKILL])
-def test_killed_run_resumes_at_the_checkpointed_step_and_matches(tmp_path, idx_dir, kill_signal):
-    flags = tiny_flags(tmp_path / "killed", idx_dir, "--epochs=4", "--checkpoint_every_steps=3")
+# Every augmentation of the DeiT recipe (the `deit` preset's), with drop path: each draws its
+# randomness from the step, so a resumed run must replay it exactly.
+DEIT_RECIPE = ("--augmentation=random_resized_crop", "--randaugment=rand-m9-mstd0.5-inc1", "--random_erasing=0.25",
+               "--repeated_augmentation=3", "--mixup=0.8", "--cutmix=1.0", "--label_smoothing=0.1",
+               "--drop_path_rate=0.1", "--eval_crop=0.875")
+
+
+@pytest.mark.parametrize("kill_signal, recipe", [(signal.SIGTERM, ()), (signal.SIGKILL, ()),
+                                                 (signal.SIGKILL, DEIT_RECIPE)], ids=["term", "kill", "kill-deit"])
+def test_killed_run_resumes_at_the_checkpointed_step_and_matches(tmp_path, idx_dir, kill_signal, recipe):
+    flags = tiny_flags(tmp_path / "killed", idx_dir, "--epochs=4", "--checkpoint_every_steps=3", *recipe)
     environment = {**os.environ, "KERAS_BACKEND": BACKEND}
     process = subprocess.Popen(main_command(*flags), cwd=ROOT, env=environment,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -177,7 +185,8 @@ def test_killed_run_resumes_at_the_checkpointed_step_and_matches(tmp_path, idx_d
     summary = json.loads((tmp_path / "killed" / "summary.json").read_text())
     assert summary["resumed_from_step"] == saved_step and summary["step"] == 32
     # An uninterrupted run with the same command ends with the same weights.
-    straight = run_main(*tiny_flags(tmp_path / "straight", idx_dir, "--epochs=4", "--checkpoint_every_steps=3"))
+    straight = run_main(*tiny_flags(tmp_path / "straight", idx_dir, "--epochs=4", "--checkpoint_every_steps=3",
+                                    *recipe))
     assert straight.returncode == 0, straight.stderr[-3000:]
     a = keras.models.load_model(str(tmp_path / "killed" / "model.keras"))
     b = keras.models.load_model(str(tmp_path / "straight" / "model.keras"))

@@ -48,6 +48,14 @@ def test_the_drop_path_flag_replaces_the_builders_default_zero_included(rate):
     assert blocks and max(block.drop_path_rate for block in blocks) == pytest.approx(rate)
 
 
+def test_the_general_axial_builder_trains_from_its_arguments():
+    config = TrainConfig(model="AxialViT", model_kwargs=dict(patch_size=4, hidden_size=16, num_layers=1,
+                                                             num_heads=2, mlp_dim=32))
+    model, _ = build_model(config, num_classes=3, image_size=8, channels=1)
+    blocks = [layer for layer in model.layers if isinstance(layer, keras_vit.layers.AxialTransformerBlock)]
+    assert sorted(block.axis for block in blocks) == ["column", "row"] and model.output_shape == (None, 3)
+
+
 def test_another_model_than_the_presets_starts_from_its_own_arguments():
     from absl import flags
 

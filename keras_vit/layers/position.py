@@ -53,8 +53,8 @@ def check_grid_layout(layout, hidden_size, name="position_layout"):
         raise ValueError(f"`{name}` must be one of {GRID_LAYOUTS}. Received: {name}={layout!r}")
     if layout == "learned_2d" and hidden_size % 2:
         raise ValueError(
-            f"`{name}='learned_2d'` concatenates an X and a Y embedding of D / 2 each, so the "
-            f"width must be even. Received: {name}={layout!r}, hidden_size={hidden_size}"
+            f"`{name}='learned_2d'` concatenates an X and a Y embedding of hidden_size / 2 each, so "
+            f"`hidden_size` must be even. Received: {name}={layout!r}, hidden_size={hidden_size}"
         )
 
 

@@ -86,7 +86,8 @@ def ConViT(
             half on position (Table 3 (b), footnote 3): the gates become
             non-trainable weights. A checkpoint's learned gates would replace
             the zeros, so `weights` and `keras_vit.load_weights` refuse a
-            known checkpoint for such a model before downloading it.
+            known checkpoint for such a model before downloading it, and a
+            checkpoint file whose gates are not 0 before assigning anything.
             Defaults to `True`.
         train_gpsa_attention: bool. `False` freezes all the attention weights
             of the GPSA blocks (`W_qry`, `W_key`, `W_val`, the output

@@ -25,7 +25,7 @@ import keras
 
 from keras_vit.layers.normalization import LayerNormalization
 from keras_vit.layers.patching import PatchEncoder, Patches
-from keras_vit.layers.position import GRID_LAYOUTS, TokenPositionEmbedding
+from keras_vit.layers.position import GRID_LAYOUTS, TokenPositionEmbedding, check_grid_layout
 from keras_vit.layers.tokens import ClassToken, DistillationToken
 from keras_vit.layers.validation import check_remat_without_dropout
 from keras_vit.models.common import (
@@ -72,11 +72,8 @@ def check_position_args(position_embedding, position_embedding_at, hidden_size, 
             f"position_embedding in {GRID_LAYOUTS}. Received: position_embedding_at={position_embedding_at!r}, "
             f"position_embedding={position_embedding!r}"
         )
-    if position_embedding == "learned_2d" and hidden_size % 2:
-        raise ValueError(
-            "`position_embedding='learned_2d'` concatenates an X and a Y embedding of hidden_size / 2 each, "
-            f"so `hidden_size` must be even. Received: position_embedding='learned_2d', hidden_size={hidden_size}"
-        )
+    if position_embedding in GRID_LAYOUTS:
+        check_grid_layout(position_embedding, hidden_size, name="position_embedding")
     if dynamic_image_size and (position_embedding == "relative" or position_embedding_at != "stem"):
         raise ValueError(
             "`dynamic_image_size=True` resamples the position embeddings of the stem to each image's patch "

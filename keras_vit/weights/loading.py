@@ -204,6 +204,7 @@ def load_weights(
     if strict and not report.exact:
         problems = [n for n, *_ in report.resampled + report.skipped + report.missing]
         raise ValueError(f"{source}: strict loading found mismatches for {problems}\n{report.table()}")
+    _check_frozen_gates(model, values, source)
     _assign_all(variables, values)
     return report
 
@@ -317,6 +318,26 @@ def _complete(variables, values, replaced_head, source, report):
         for name in values
         if name not in resampled and not (replaced_head and name.split("/")[0] in _HEADS)
     )
+
+
+def _check_frozen_gates(model, values, source):
+    """Refuses learned gates for a ConViT whose gates are frozen at 0 (`train_gating=False`).
+
+    Table 3 (b) defines the model by `lambda_h = 0`: a checkpoint's learned
+    gates would silently make it another model. A checkpoint of such a model
+    (its gates 0) loads.
+    """
+    for block in inspection.gpsa_blocks(model):
+        if block.train_gating:
+            continue
+        gate = block.attention.gating.path
+        if gate in values and np.any(np.asarray(values[gate]) != 0):
+            raise ValueError(
+                f"{source}: the model's GPSA gates are frozen at 0 (`train_gating=False`, ConViT Table 3 (b)) "
+                f"and the checkpoint's are not ({gate}: {np.round(np.asarray(values[gate]), 3).tolist()}). "
+                "Build the model with train_gating=True to load them. Received: "
+                f"checkpoint={source!r}, train_gating=False"
+            )
 
 
 def _assign_all(variables, values):

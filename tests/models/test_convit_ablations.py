@@ -285,3 +285,22 @@ def test_layers_reject_bad_switches():
     with pytest.raises(ValueError, match=r"freeze parts of GPSA, so turning them off needs use_gpsa=True. "
                                          r"Received: train_gating=False, train_gpsa_attention=True, use_gpsa=False"):
         TransformerBlock(4, 8, train_gating=False)
+
+
+def test_a_checkpoint_with_learned_gates_is_refused_by_frozen_zero_gates(tmp_path):
+    trained = build()  # gates at 1, as a trained ConViT's are not 0
+    trained.save(str(tmp_path / "convit.keras"))
+    frozen = build(train_gating=False)
+    before = [to_numpy(w) for w in frozen.weights]
+    with pytest.raises(ValueError, match=r"gates are frozen at 0 \(`train_gating=False`.*Build the model with "
+                                         r"train_gating=True.*Received: checkpoint="):
+        keras_vit.load_weights(frozen, str(tmp_path / "convit.keras"))
+    for a, b in zip(before, frozen.weights):
+        np.testing.assert_array_equal(a, to_numpy(b))  # nothing assigned
+    # A checkpoint of a model with frozen zero gates loads into another such model.
+    frozen.save(str(tmp_path / "frozen.keras"))
+    other = build(train_gating=False)
+    report = keras_vit.load_weights(other, str(tmp_path / "frozen.keras"))
+    assert not report.missing
+    for a, b in zip(frozen.weights, other.weights):
+        np.testing.assert_array_equal(to_numpy(a), to_numpy(b))

@@ -132,7 +132,10 @@ _ERRNO_PATTERNS = (re.compile(r"\berrno = (\d+)"), re.compile(r"os_error_code='?
 _TEXT_MATCHED = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 # h5py's "name = '...'" (older HDF5: "filename = '...'"), TensorStore's and TensorFlow's quoted file.
 _FILENAME_PATTERNS = (re.compile(r"\b(?:file)?name = '([^']+)'"),
-                      re.compile(r'(?:writing|write|create)[^"\n]* file "([^"]+)"'))
+                      re.compile(r'(?:writing|write|create)[^"\n]* file "([^"]+)"'),
+                      # TensorFlow's file writers (TensorBoard's events, SavedModel): "<path>; <reason>".
+                      re.compile(r"(\S+); (?:No space left on device|Read-only file system|Disk quota exceeded|"
+                                 r"File too large)"))
 
 
 # Permission errors are write failures only where the file is one the run writes: a

@@ -7,7 +7,9 @@ what is wrong from one line.
 import errno
 import json
 import os
+import shutil
 import signal
+import subprocess
 
 import keras
 import numpy as np
@@ -181,8 +183,6 @@ def test_full_or_read_only_workdir_is_one_line_and_keeps_the_last_checkpoint(tmp
     assert run_cli(cli_flags(workdir, idx_dir, epochs=2), capsys)[0] == 0
     # As if the run had died after its first checkpoint; on resuming, the disk
     # fills up (or turns read-only) while the next checkpoint is written.
-    import shutil
-
     import train.checkpoints as checkpoints
 
     shutil.rmtree(workdir / "checkpoints" / "ckpt-6")
@@ -207,6 +207,44 @@ def test_full_or_read_only_workdir_is_one_line_and_keeps_the_last_checkpoint(tmp
     assert not [name for name in os.listdir(workdir / "checkpoints") if ".tmp-" in name]
 
 
+@pytest.fixture
+def small_file_system(tmp_path):
+    """A 32 MiB tmpfs of its own at `tmp_path / "fs"`, unmounted at the end (the tests run as root, as CI does)."""
+    mount = tmp_path / "fs"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(mount)], check=True, capture_output=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "--lazy", str(mount)], check=False, capture_output=True)
+
+
+def test_a_really_full_file_system_stops_the_run_keeps_the_last_checkpoint_and_resumes(small_file_system, idx_dir,
+                                                                                        capsys):
+    # The test above makes one library call fail; here the file system itself fills up, under
+    # Orbax and TensorStore on JAX, NumPy and h5py on TensorFlow, and the TensorBoard writer.
+    workdir = small_file_system / "run"
+    assert run_cli(cli_flags(workdir, idx_dir, epochs=2), capsys)[0] == 0
+    shutil.rmtree(workdir / "checkpoints" / "ckpt-6")  # as if the run had died after its first checkpoint
+    stat = os.statvfs(small_file_system)
+    filler = small_file_system / "filler"
+    with open(filler, "wb") as f:  # all but 8 KiB: less than any checkpoint
+        f.write(b"\0" * (stat.f_bavail * stat.f_frsize - 8192))
+    status, err = run_cli(cli_flags(workdir, idx_dir, epochs=2), capsys)
+    lines = err.strip().splitlines()
+    assert status == 1 and "Traceback" not in err, err[-3000:]
+    # The file that could not be written is named, whichever writer found the disk full.
+    assert lines[-1].startswith(f"error: cannot read or write '{workdir}/") and lines[-1].endswith(
+        f"No space left on device (in --workdir '{workdir}': is it read-only or full?)"), lines[-1]
+    verify_checkpoint(str(workdir / "checkpoints" / "ckpt-3"))  # the last good one is intact
+    assert not [name for name in os.listdir(workdir / "checkpoints") if ".tmp-" in name]
+    # Room again: the same command resumes from it and finishes.
+    filler.unlink()
+    assert run_cli(cli_flags(workdir, idx_dir, epochs=2), capsys)[0] == 0
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert (summary["resumed_from_step"], summary["step"]) == (3, 6)
+
+
 @pytest.mark.parametrize("error, code, filename", [
     # h5py, TensorStore (Orbax), Python and TensorFlow words for a full disk, a quota, a read-only one.
     (OSError(errno.ENOSPC, "Unable to synchronously create file (unable to open file: name = "
@@ -215,7 +253,9 @@ def test_full_or_read_only_workdir_is_one_line_and_keeps_the_last_checkpoint(tmp
     (ValueError("Error writing local file \"/w/ckpt/state/d/0\": [OS error: os_error_code=122 Disk quota "
                 "exceeded]"), errno.EDQUOT, "/w/ckpt/state/d/0"),
     (RuntimeError("[Errno 27] File too large"), errno.EFBIG, "/w/given"),
-    (RuntimeError("/w/saved_model/variables; Read-only file system"), errno.EROFS, "/w/given"),
+    (RuntimeError("/w/saved_model/variables; Read-only file system"), errno.EROFS, "/w/saved_model/variables"),
+    (RuntimeError("{{function_node __wrapped__CreateSummaryFileWriter}} /w/logs/events.out.v2; No space left on "
+                  "device\n\tFailed to flush 1 events"), errno.ENOSPC, "/w/logs/events.out.v2"),
     (OSError(errno.ENOSPC, "write failed", "/w/summary.json"), errno.ENOSPC, "/w/summary.json"),
 ])
 def test_a_failed_write_in_a_librarys_words_becomes_one_os_error(error, code, filename):

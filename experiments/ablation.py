@@ -241,9 +241,9 @@ def summary(found, agree, ordered, tau, seeds):
                                                          (len(against), "not in its direction")) if n)
         text += "."
         if reproduced:
-            text += " Reproduced: " + "; ".join(reproduced) + "."
+            text += " Reproduced: " + "; ".join(reproduced).rstrip(".") + "."
         if against:
-            text += " Not reproduced: " + "; ".join(against) + "."
+            text += " Not reproduced: " + "; ".join(against).rstrip(".") + "."
     if ordered:
         text += (f" Over the rows run, the measured ranking agrees with the paper's on {agree} of the {ordered} "
                  f"pairs the paper orders (Kendall's tau {tau:+.2f}).")

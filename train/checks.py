@@ -154,16 +154,18 @@ def check_objective(config):
     check_choice(config, "objective", OBJECTIVES)
     check_choice(config, "mpp_target", TARGETS)
     check_number(config, "mpp_corruption_rate", 0, 1, low_open=True, high_open=False)
-    if config.objective == "masked_patch_prediction" and config.teacher is not None:
+    if config.objective != "masked_patch_prediction":
+        return
+    if config.teacher is not None:
         raise ValueError("--objective=masked_patch_prediction learns from the images alone and takes no --teacher. "
                          f"Received: teacher={config.teacher!r}")
-    if config.objective == "masked_patch_prediction" and (config.mixup or config.cutmix):
+    if config.mixup or config.cutmix:
         # MixUp and CutMix blend two images and their labels; the appendix pretrains on single images, and
         # the targets of a blended image are colours of neither.
         raise ValueError("--objective=masked_patch_prediction predicts each image's own patches and takes no "
                          "MixUp or CutMix: set --mixup=0 --cutmix=0. "
                          f"Received: mixup={config.mixup}, cutmix={config.cutmix}")
-    if config.objective == "masked_patch_prediction" and config.random_erasing:
+    if config.random_erasing:
         # Erasing fills a rectangle with random noise: its patches' targets would be the noise's colours,
         # which no appendix target is, and its values leave [0, 255], outside the targets' bins.
         raise ValueError("--objective=masked_patch_prediction predicts each image's own patches and takes no "

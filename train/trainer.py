@@ -300,9 +300,9 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
                                              transform=eval_transform)
         checkpointing = PreemptionCheckpoint(manager, config.checkpoint_every_steps, total_steps)
         throughput = Throughput(config.batch_size)
-        callbacks = [checkpointing, throughput]
-        if needs_synchronous_batch_ends(strategy):
-            callbacks.append(SynchronousBatchEnds())
+        # The final evaluation below needs it too.
+        synchronous = [SynchronousBatchEnds()] if needs_synchronous_batch_ends(strategy) else []
+        callbacks = [checkpointing, throughput, *synchronous]
         if chief:
             callbacks.append(keras.callbacks.TensorBoard(os.path.join(workdir, "logs")))
         if analyses and chief:
@@ -353,7 +353,6 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
     if config.ema_decay is not None:
         use_average_weights(model)
     with scope():
-        synchronous = [SynchronousBatchEnds()] if needs_synchronous_batch_ends(strategy) else []
         results = model.evaluate(eval_ds, verbose=0, return_dict=True, callbacks=synchronous)
     # Masked patch prediction has no accuracy: its loss is the pretraining objective's.
     summary["accuracy"] = float(results["accuracy"]) if "accuracy" in results else None

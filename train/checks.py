@@ -10,6 +10,7 @@ import os
 
 import keras_vit
 from keras_vit.schedules import DECAYS
+from keras_vit.weights.readers import detect_format
 from keras_vit.weights.registry import known_checkpoint
 from train import data as data_lib
 from train import pipeline
@@ -125,6 +126,14 @@ def check_pretrained(config):
             "--pretrained must be a checkpoint file or a known checkpoint name of the model "
             f"(see keras_vit.weights.KNOWN_CHECKPOINTS). Received: pretrained={config.pretrained!r}"
         )
+    if os.path.isfile(config.pretrained):
+        # Only the first bytes are read: a file of no known format fails here, before the
+        # model is built or the data read, not minutes later when the weights are loaded.
+        try:
+            detect_format(config.pretrained)
+        except ValueError as error:
+            raise ValueError(f"--pretrained is not a checkpoint file. {error} "
+                             f"Received: pretrained={config.pretrained!r}") from None
 
 
 def check_distillation(config):

@@ -19,6 +19,29 @@ from keras import ops
 from keras_vit.layers.validation import _is_real
 
 
+def check_corruption_rates(rate, mask_rate, random_rate, rate_name="rate"):
+    """Raises a ValueError naming the argument unless the three rates are valid.
+
+    Args:
+        rate: the fraction of patches chosen, in (0, 1].
+        mask_rate: the fraction of the chosen ones masked, in [0, 1].
+        random_rate: the fraction of the chosen ones replaced, in [0, 1]; with
+            `mask_rate`, at most 1.
+        rate_name: the name the caller knows `rate` by (`MaskedPatchPrediction`
+            calls it `corruption_rate`), so that the message names what was passed.
+    """
+    for name, value, low_open in ((rate_name, rate, True), ("mask_rate", mask_rate, False),
+                                  ("random_rate", random_rate, False)):
+        if not _is_real(value) or not (0 < value <= 1 if low_open else 0 <= value <= 1):
+            interval = "(0, 1]" if low_open else "[0, 1]"
+            raise ValueError(f"`{name}` must be a float in {interval}. Received: {name}={value!r}")
+    if mask_rate + random_rate > 1:
+        raise ValueError(
+            "`mask_rate + random_rate` must be at most 1 (the rest of the chosen patches stay as they "
+            f"are). Received: mask_rate={mask_rate}, random_rate={random_rate}"
+        )
+
+
 @keras.saving.register_keras_serializable(package="keras_vit")
 class PatchCorruption(keras.layers.Layer):
     """Corrupts a fraction of the patch embeddings; returns them and where.
@@ -47,16 +70,7 @@ class PatchCorruption(keras.layers.Layer):
 
     def __init__(self, rate=0.5, mask_rate=0.8, random_rate=0.1, mask_initializer=None, seed=None, **kwargs):
         super().__init__(**kwargs)
-        for name, value, low_open in (("rate", rate, True), ("mask_rate", mask_rate, False),
-                                      ("random_rate", random_rate, False)):
-            if not _is_real(value) or not (0 < value <= 1 if low_open else 0 <= value <= 1):
-                interval = "(0, 1]" if low_open else "[0, 1]"
-                raise ValueError(f"`{name}` must be a float in {interval}. Received: {name}={value!r}")
-        if mask_rate + random_rate > 1:
-            raise ValueError(
-                "`mask_rate + random_rate` must be at most 1 (the rest of the chosen patches stay as they "
-                f"are). Received: mask_rate={mask_rate}, random_rate={random_rate}"
-            )
+        check_corruption_rates(rate, mask_rate, random_rate)
         self.rate = rate
         self.mask_rate = mask_rate
         self.random_rate = random_rate

@@ -20,7 +20,7 @@ import keras
 from keras import ops
 
 from keras_vit import inspection, pretraining
-from keras_vit.layers.masking import PatchCorruption
+from keras_vit.layers.masking import PatchCorruption, check_corruption_rates
 
 
 def _per_replica(loss):
@@ -85,6 +85,7 @@ class MaskedPatchPrediction(keras.Model):
         super().__init__(**kwargs)
         inspection.check_model(encoder)
         _check_target(target, bits)
+        check_corruption_rates(corruption_rate, mask_rate, random_rate, rate_name="corruption_rate")
         self.encoder = encoder
         self.target = target
         self.corruption_rate = corruption_rate

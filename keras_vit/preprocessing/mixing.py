@@ -1,5 +1,8 @@
 """MixUp and CutMix of whole batches, as DeiT applies them (timm's `Mixup`), from stateless seeds."""
 
+import math
+import numbers
+
 import tensorflow as tf
 
 
@@ -11,6 +14,22 @@ def _sample_beta(seed, alpha):
     return x / (x + y)
 
 
+def check_mix_arguments(mixup_alpha, cutmix_alpha, switch_prob):
+    """Raises a ValueError naming the argument unless the alphas and `switch_prob` are valid.
+
+    A negative alpha has no Beta distribution (TensorFlow's Gamma sampler would return
+    NaN and train on it), and `switch_prob` is a probability.
+    """
+    for name, value in (("mixup_alpha", mixup_alpha), ("cutmix_alpha", cutmix_alpha)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
+            raise ValueError(f"`{name}` must be a finite number >= 0 (0 disables it). Received: {name}={value!r}")
+    if not (mixup_alpha or cutmix_alpha):
+        raise ValueError("`mixup_alpha` or `cutmix_alpha` must be > 0. "
+                         f"Received: mixup_alpha={mixup_alpha}, cutmix_alpha={cutmix_alpha}")
+    if isinstance(switch_prob, bool) or not isinstance(switch_prob, numbers.Real) or not 0 <= switch_prob <= 1:
+        raise ValueError(f"`switch_prob` must be a probability, a number in [0, 1]. Received: switch_prob={switch_prob!r}")
+
+
 def mix_parameters(seed, height, width, mixup_alpha=0.0, cutmix_alpha=0.0, switch_prob=0.5):
     """The random draws of `mix_batch`: which mix, its lambda and the CutMix box.
 
@@ -20,9 +39,7 @@ def mix_parameters(seed, height, width, mixup_alpha=0.0, cutmix_alpha=0.0, switc
         (as timm's `rand_bbox`: sides `sqrt(1 - lam)` of the image's, centre
         uniform over the image, clipped at the borders).
     """
-    if not (mixup_alpha or cutmix_alpha):
-        raise ValueError("`mixup_alpha` or `cutmix_alpha` must be > 0. "
-                         f"Received: mixup_alpha={mixup_alpha}, cutmix_alpha={cutmix_alpha}")
+    check_mix_arguments(mixup_alpha, cutmix_alpha, switch_prob)
     seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int32), 4)
     if mixup_alpha and cutmix_alpha:
         use_cutmix = tf.random.stateless_uniform((), seeds[0]) < switch_prob
@@ -64,6 +81,22 @@ def mix_batch(images, labels, seed, mixup_alpha=0.0, cutmix_alpha=0.0, switch_pr
     Returns:
         `(images, labels)`, mixed.
     """
+    images = tf.convert_to_tensor(images)
+    labels = tf.convert_to_tensor(labels)
+    if images.shape.rank != 4 or labels.shape.rank != 2:
+        raise ValueError("`mix_batch` takes images (batch, height, width, channels) and labels (batch, classes). "
+                         f"Received: images.shape={tuple(images.shape)}, labels.shape={tuple(labels.shape)}")
+    # Each image takes its partner's label: a batch of labels of another length would pair
+    # images with the wrong labels, silently. Checked here when both sizes are static,
+    # and in the graph otherwise.
+    images_batch, labels_batch = images.shape[0], labels.shape[0]
+    if images_batch is not None and labels_batch is not None and images_batch != labels_batch:
+        raise ValueError(f"`labels` must have one row per image: {images_batch} images. "
+                         f"Received: labels.shape={tuple(labels.shape)}")
+    check_mix_arguments(mixup_alpha, cutmix_alpha, switch_prob)
+    if images_batch is None or labels_batch is None:
+        tf.debugging.assert_equal(tf.shape(images)[0], tf.shape(labels)[0],
+                                  message="`labels` must have one row per image")
     height, width = images.shape[1], images.shape[2]
     use_cutmix, lam, (top, bottom, left, right) = mix_parameters(
         seed, height, width, mixup_alpha, cutmix_alpha, switch_prob)

@@ -8,6 +8,8 @@ rounds gives PIL's pixels within a fraction of a grey level. vit_jax and
 big_vision resize with `tf.image.resize` and no antialiasing, in float.
 """
 
+import numbers
+
 import tensorflow as tf
 
 from keras_vit.preprocessing.checkpoints import INTERPOLATIONS, check_interpolation  # noqa: F401
@@ -28,6 +30,7 @@ def resize(image, size, interpolation="bicubic", antialias=True, round_to_uint8=
         float32 tensor of the new size, in [0, 255] when rounded.
     """
     check_interpolation(interpolation)
+    _check_size(size)
     method = {"bicubic": "bicubic", "bilinear": "bilinear", "nearest": "nearest", "area": "area"}[interpolation]
     resized = tf.image.resize(tf.cast(image, tf.float32), size, method=method,
                               antialias=antialias and interpolation != "nearest")
@@ -35,6 +38,29 @@ def resize(image, size, interpolation="bicubic", antialias=True, round_to_uint8=
         # PIL rounds half up (fixed-point filters, then + 0.5 and truncation).
         resized = tf.clip_by_value(tf.floor(resized + 0.5), 0.0, 255.0)
     return resized
+
+
+def _check_size(size):
+    """Raises a ValueError unless `size` is two positive sides (static ones checked here).
+
+    Without it, a zero side reaches TensorFlow's `ScaleAndTranslate` kernel, whose
+    InvalidArgumentError names neither the argument nor the value.
+    """
+    if isinstance(size, tf.Tensor) and size.shape.rank is not None:
+        if size.shape.rank != 1 or size.shape[0] not in (None, 2):
+            raise ValueError(f"`size` must be (height, width). Received: size={size!r}")
+        return  # a tensor's values are known only when it runs
+    try:
+        sides = list(size)
+    except TypeError:
+        sides = None
+    if sides is None or len(sides) != 2:
+        raise ValueError(f"`size` must be (height, width), two positive integers. Received: size={size!r}")
+    for side in sides:
+        if isinstance(side, tf.Tensor):
+            continue
+        if isinstance(side, bool) or not isinstance(side, numbers.Integral) or side <= 0:
+            raise ValueError(f"`size` must be (height, width), two positive integers. Received: size={size!r}")
 
 
 def shorter_side_size(height, width, shorter):

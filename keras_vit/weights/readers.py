@@ -9,6 +9,12 @@ import zipfile
 import numpy as np
 
 FORMATS = ("npz", "safetensors", "keras")
+# What a file of each accepted extension starts with, for the message when it does not.
+_LAYOUTS = {
+    ".keras": "a zip archive (it begins with b'PK') holding config.json",
+    ".npz": "a zip archive of .npy arrays (it begins with b'PK')",
+    ".safetensors": "an 8-byte header length followed by a JSON header",
+}
 
 
 def detect_format(path):
@@ -30,10 +36,16 @@ def detect_format(path):
         (header_size,) = struct.unpack("<Q", head[:8])
         if head[8:9] == b"{" and 0 < header_size < os.path.getsize(path):
             return "safetensors"
-    raise ValueError(
-        f"Unknown checkpoint format of {path!r}. Accepted formats: .npz (official "
-        "ViT / big_vision), .safetensors (timm state dicts), .keras."
-    )
+    accepted = "Accepted formats: .npz (official ViT / big_vision), .safetensors (timm state dicts), .keras."
+    extension = os.path.splitext(path)[1].lower()
+    if extension in _LAYOUTS:
+        # The name promises a format the bytes do not have (a failed download, an HTML error
+        # page, a file renamed by hand): say so, rather than "unknown format" beside its name.
+        raise ValueError(
+            f"Checkpoint {path!r} is named {extension} but is not a {extension} file: a {extension} file is "
+            f"{_LAYOUTS[extension]}, and this one begins with {head[:8]!r}. {accepted}"
+        )
+    raise ValueError(f"Unknown checkpoint format of {path!r}. {accepted}")
 
 
 def read_npz(path):

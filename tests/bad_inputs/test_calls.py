@@ -198,3 +198,66 @@ def test_load_image_bad_arguments(tmp_path, kwargs, message):
 def test_decode_predictions_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         decode_predictions(**{"predictions": np.zeros((1, 1000)), **kwargs})
+
+
+# ---- preprocessing and pretraining arguments (each refused before any work) ----
+
+
+MIX_CASES = [
+    ({"mixup_alpha": -1.0}, r"`mixup_alpha` must be a finite number >= 0 \(0 disables it\)\. Received: mixup_alpha=-1\.0"),
+    ({"cutmix_alpha": float("nan")}, r"`cutmix_alpha` must be a finite number >= 0.*Received: cutmix_alpha=nan"),
+    ({"mixup_alpha": 0.8, "switch_prob": 2}, r"`switch_prob` must be a probability, a number in \[0, 1\]\. Received: switch_prob=2"),
+    ({"mixup_alpha": 0.0}, r"`mixup_alpha` or `cutmix_alpha` must be > 0"),
+]
+
+
+@pytest.mark.parametrize("kwargs, message", MIX_CASES, ids=[str(kwargs) for kwargs, _ in MIX_CASES])
+def test_mix_batch_bad_arguments(kwargs, message):
+    from keras_vit.preprocessing.mixing import mix_batch
+
+    images, labels = batch((4, 8, 8, 3)), np.eye(4, dtype="float32")
+    with pytest.raises(ValueError, match=message):
+        mix_batch(images, labels, np.array([1, 2], "int32"), **kwargs)
+
+
+def test_mix_batch_refuses_labels_for_another_number_of_images():
+    import tensorflow as tf
+
+    from keras_vit.preprocessing.mixing import mix_batch
+
+    images, seed = batch((4, 8, 8, 3)), np.array([1, 2], "int32")
+    with pytest.raises(ValueError, match=r"`labels` must have one row per image: 4 images\. Received: labels\.shape=\(3, 10\)"):
+        mix_batch(images, np.ones((3, 10), "float32"), seed, mixup_alpha=0.8)
+    # In a tf.data map with static batches, when the map is traced ...
+    with pytest.raises(ValueError, match=r"`labels` must have one row per image: 4 images"):
+        tf.data.Dataset.from_tensors((images, np.ones((3, 10), "float32"))).map(
+            lambda x, y: mix_batch(x, y, seed, mixup_alpha=0.8))
+    # ... and with unknown ones, in the graph when it runs.
+    ragged = tf.data.Dataset.from_generator(
+        lambda: iter([(images, np.ones((3, 10), "float32"))]),
+        output_signature=(tf.TensorSpec((None, 8, 8, 3)), tf.TensorSpec((None, 10))),
+    ).map(lambda x, y: mix_batch(x, y, seed, mixup_alpha=0.8))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`labels` must have one row per image"):
+        next(iter(ragged))
+
+
+@pytest.mark.parametrize("size", [(0, 10), (10, -3), (10,), (2.5, 10), "224"])
+def test_resize_refuses_a_size_without_two_positive_sides(size):
+    from keras_vit.preprocessing import resize
+
+    with pytest.raises(ValueError, match=rf"`size` must be \(height, width\), two positive integers\. Received: size={re.escape(repr(size))}"):
+        resize(batch((1, 12, 12, 3)), size)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"corruption_rate": 1.5}, "corruption_rate"),
+    ({"corruption_rate": 0}, "corruption_rate"),
+    ({"mask_rate": -0.1}, "mask_rate"),
+])
+def test_masked_patch_prediction_names_the_rate_it_was_given(kwargs, name):
+    from keras_vit.models import MaskedPatchPrediction
+
+    encoder = build("vit")
+    value = next(iter(kwargs.values()))
+    with pytest.raises(ValueError, match=rf"^`{name}` must be a float in .*\. Received: {name}={re.escape(repr(value))}$"):
+        MaskedPatchPrediction(encoder, **kwargs)

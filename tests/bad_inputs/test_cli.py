@@ -103,6 +103,27 @@ def test_bad_flag_is_one_line_with_status_2_and_writes_nothing(flag, message, tm
     assert not workdir.exists()
 
 
+@pytest.mark.parametrize("name, content", [
+    ("model.keras", b"<html>404 Not Found</html>"),  # a failed download saved under the intended name
+    ("weights.safetensors", b'{"a": 1}'),  # a JSON header without its 8-byte length
+    ("weights.bin", b"\x00" * 64),
+])
+def test_pretrained_file_of_no_checkpoint_format_is_a_flag_error(name, content, tmp_path, idx_dir, capsys):
+    checkpoint = tmp_path / name
+    checkpoint.write_bytes(content)
+    status, stderr = run_in_process([f"--workdir={tmp_path / 'run'}", "--dataset=fashion_mnist",
+                                     f"--data_dir={idx_dir}", f"--pretrained={checkpoint}"], capsys)
+    assert status == 2 and "Traceback" not in stderr
+    line = next(line for line in stderr.splitlines() if line.startswith("error: "))
+    assert line.startswith("error: --pretrained is not a checkpoint file.")
+    assert f"Received: pretrained='{checkpoint}'" in line
+    assert "Accepted formats: .npz" in line
+    if name == "model.keras":
+        # The name promised a .keras file: the message says what one is, not "unknown format".
+        assert "is named .keras but is not a .keras file" in line and "Unknown" not in line
+    assert not (tmp_path / "run").exists()
+
+
 def test_bad_flags_end_to_end_exit_2_without_a_traceback(tmp_path, idx_dir):
     for flag, expected in (
         ("--learning_rate=-1", "--learning_rate must be a number in (0, inf). Received: learning_rate=-1.0"),

@@ -23,6 +23,8 @@ def test_ci_runs_the_readme_test_command():
     assert len(ci_lines) == 1
     assert ci_lines[0] == readme_commands()[1]
     assert "KERAS_BACKEND=tensorflow" in ci_lines[0] and "KERAS_BACKEND=jax" in ci_lines[0]
+    # The JAX phase is chosen by marker (tests/test_markers.py), never by a list of --ignore flags.
+    assert "--ignore" not in ci_lines[0]
 
 
 def test_the_site_shows_the_same_two_commands():

@@ -2,6 +2,7 @@
 
 import importlib
 import inspect
+import json
 import os
 import re
 import subprocess
@@ -134,9 +135,8 @@ def trainer_commands():
 TRAINER_COMMANDS = trainer_commands()
 
 
-@pytest.mark.parametrize("command", TRAINER_COMMANDS)
-def test_trainer_commands_pass_the_trainers_checks(command, tmp_path):
-    """Each `python train/main.py ...` of the docs, with `--dry_run`: every flag checked, nothing run."""
+def dry_run_invocation(command, workdir):
+    """`(environment, argv)` of `command`'s dry run: `--dry_run` and an empty local workdir added."""
     env, argv = blocks.split_env(command)
     # Another workdir (gs://, a shared disk) is the user's; the checks run on an empty local one.
     argv = [word for word in argv if not word.startswith("--workdir")]
@@ -145,10 +145,55 @@ def test_trainer_commands_pass_the_trainers_checks(command, tmp_path):
         env.setdefault("KERAS_DISTRIBUTION_JOB_ADDRESSES", "10.0.0.1:1234,10.0.0.2:1234")
         env.setdefault("KERAS_DISTRIBUTION_NUM_PROCESSES", "2")
         env.setdefault("KERAS_DISTRIBUTION_PROCESS_ID", "0")
-    result = subprocess.run(
-        [sys.executable, *argv[1:], "--dry_run", f"--workdir={tmp_path / 'workdir'}"],
-        cwd=blocks.ROOT, env={**os.environ, "KERAS_BACKEND": "tensorflow", **env},
-        capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, f"{command}\n{result.stderr[-3000:]}"
-    assert "Dry run:" in result.stdout
-    assert not (tmp_path / "workdir").exists()
+    env = {"KERAS_BACKEND": "tensorflow", **env}
+    return env, [*argv[2:], "--dry_run", f"--workdir={workdir}"]
+
+
+@pytest.fixture(scope="module")
+def dry_runs(tmp_path_factory):
+    """Every docs trainer command's dry run: `{command: (result, workdir)}`.
+
+    The commands that share an environment run in one process (tests/docs/dry_runs.py),
+    each parsed and checked as `python train/main.py ...` would be.
+    """
+    root = tmp_path_factory.mktemp("dry_runs")
+    groups = {}
+    for index, command in enumerate(TRAINER_COMMANDS):
+        workdir = root / f"workdir_{index}"
+        env, argv = dry_run_invocation(command, workdir)
+        groups.setdefault(tuple(sorted(env.items())), []).append((command, argv, workdir))
+    results = {}
+    for env, runs in groups.items():
+        process = subprocess.run(
+            [sys.executable, str(blocks.ROOT / "tests" / "docs" / "dry_runs.py")],
+            input=json.dumps([argv for _, argv, _ in runs]), cwd=blocks.ROOT, env={**os.environ, **dict(env)},
+            capture_output=True, text=True, timeout=600)
+        assert process.returncode == 0, process.stderr[-3000:]
+        outputs = json.loads(process.stdout.strip().splitlines()[-1])
+        for (command, _, workdir), output in zip(runs, outputs):
+            results[command] = (output, workdir)
+    return results
+
+
+@pytest.mark.parametrize("command", TRAINER_COMMANDS)
+def test_trainer_commands_pass_the_trainers_checks(command, dry_runs):
+    """Each `python train/main.py ...` of the docs, with `--dry_run`: every flag checked, nothing run."""
+    result, workdir = dry_runs[command]
+    assert result["status"] == 0, f"{command}\n{result['stderr'][-3000:]}"
+    assert "Dry run:" in result["stdout"]
+    assert not workdir.exists()
+
+
+def test_a_dry_run_of_a_bad_command_fails_in_the_shared_process(tmp_path):
+    # The shared process reports each command's own status: a bad flag among good ones is caught.
+    runs = [["--dry_run", f"--workdir={tmp_path / 'a'}"], ["--dry_run", "--learning_rate=-1", f"--workdir={tmp_path / 'b'}"],
+            ["--dry_run", "--no_such_flag", f"--workdir={tmp_path / 'c'}"]]
+    process = subprocess.run([sys.executable, str(blocks.ROOT / "tests" / "docs" / "dry_runs.py")],
+                             input=json.dumps(runs), cwd=blocks.ROOT, capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "KERAS_BACKEND": "tensorflow"})
+    assert process.returncode == 0, process.stderr[-3000:]
+    first, second, third = json.loads(process.stdout.strip().splitlines()[-1])
+    assert first["status"] == 0 and "Dry run:" in first["stdout"]
+    assert second["status"] == 2 and "--learning_rate must be a number in (0, inf)" in second["stderr"]
+    assert third["status"] == 2 and "Unknown command line flag 'no_such_flag'" in third["stderr"]
+    assert not any((tmp_path / name).exists() for name in "abc")

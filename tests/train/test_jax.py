@@ -13,7 +13,7 @@ import pytest
 
 import keras_vit  # noqa: F401  (registers the layers for loading)
 
-from tests.train.helpers import BACKEND, make_idx_dataset, run_main, tiny_flags
+from tests.train.helpers import make_idx_dataset, run_main, tiny_flags
 
 EIGHT_DEVICES = {"KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
 ONE_DEVICE = {"KERAS_BACKEND": "jax", "XLA_FLAGS": ""}
@@ -72,7 +72,6 @@ def test_fsdp_over_a_2x4_mesh_trains_like_one_device(tmp_path, idx_dir):
         np.testing.assert_allclose(a, b, atol=5e-5)
 
 
-@pytest.mark.skipif(BACKEND != "jax", reason="runs once, in the JAX test session (the runs are JAX whatever it is)")
 def test_fsdp_with_the_default_model_evaluates_many_batches_like_one_device(tmp_path_factory, tmp_path):
     # The README's model (the default preset's hybrid) on a 4x2 mesh at the default batch size,
     # evaluated over 78 batches of Fashion-MNIST's test-split size: Keras' callback thread reading

@@ -3,7 +3,8 @@
 Each process has one CPU device; `keras.distribution.initialize` joins them
 (collectives over gloo), `DataParallel` spans both, every host reads its half
 of each global batch, and Orbax writes and restores the checkpoints from both.
-Run once, in the JAX test session.
+Every process is pinned to JAX, so the file runs once, in the first test session
+(`one_backend`, tests/conftest.py).
 """
 
 import os
@@ -13,14 +14,10 @@ import subprocess
 
 import keras
 import numpy as np
-import pytest
 
 import keras_vit  # noqa: F401  (registers the layers for loading)
 
-from tests.train.helpers import BACKEND, ROOT, main_command, make_idx_dataset, run_main, tiny_flags
-
-pytestmark = pytest.mark.skipif(BACKEND != "jax", reason="runs once, in the JAX test session")
-
+from tests.train.helpers import ROOT, main_command, make_idx_dataset, run_main, tiny_flags
 
 def free_port():
     with socket.socket() as s:
@@ -57,7 +54,7 @@ def test_two_hosts_train_like_one_process_and_resume_from_their_orbax_checkpoint
     assert codes == [0, 0], outputs
     assert "data parallel (keras.distribution.DataParallel) over 2 cpu devices" in outputs[0]
     assert "a non-chief worker" in outputs[1]
-    single = run_main(*tiny_flags(tmp_path / "single", data, *flags), env={"XLA_FLAGS": ""})
+    single = run_main(*tiny_flags(tmp_path / "single", data, *flags), env={"KERAS_BACKEND": "jax", "XLA_FLAGS": ""})
     assert single.returncode == 0, single.stderr[-3000:]
     reference = weights(tmp_path / "single" / "model.keras")
     # Each host computed the gradient of its half batch; the mean over the two

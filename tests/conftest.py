@@ -198,7 +198,6 @@ SLOW = {
     # train/test_main.py
     "train/test_main.py::test_default_path_trains_evaluates_and_exports",
     "train/test_main.py::test_default_preset_is_the_hybrid_on_32_pixel_images",
-    "train/test_main.py::test_deit_augmentations_train_on_grayscale_data",
     "train/test_main.py::test_dry_run_checks_the_flags_and_writes_nothing",
     "train/test_main.py::test_finetune_from_a_generated_checkpoint_at_higher_resolution",
     "train/test_main.py::test_image_folder_with_a_corrupt_file_and_sgd_linear",

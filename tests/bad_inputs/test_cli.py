@@ -10,29 +10,14 @@ import re
 
 import keras
 import pytest
-from absl import flags
 
-from tests.train.helpers import make_idx_dataset, run_main, tiny_flags
-from train import main as cli
+from tests.train.helpers import make_idx_dataset, run_in_process, run_main, tiny_flags
 from train import strategy as strategy_lib
 
 
 @pytest.fixture(scope="module")
 def idx_dir(tmp_path_factory):
     return make_idx_dataset(tmp_path_factory.mktemp("fashion"), train=64, test=16)
-
-
-def run_in_process(argv, capsys):
-    """Parses `argv` as the script does and runs `main`; returns (status, stderr)."""
-    flags.FLAGS.unparse_flags()
-    try:
-        cli.parse_flags(["main.py", *argv])
-        status = cli.main([])
-    except SystemExit as exit_:
-        status = exit_.code
-    finally:
-        flags.FLAGS.unparse_flags()
-    return status, capsys.readouterr().err
 
 
 # (flag, message): each a distinct bad input; the message names the flag, the value

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from absl import flags
 
-from tests.train.helpers import TINY_MODEL, make_idx_dataset
+from tests.train.helpers import JIT_COMPILE, JIT_FLAG, TINY_MODEL, make_idx_dataset
 from train import files
 from train import main as cli
 from train.checkpoints import CheckpointManager, verify_checkpoint
@@ -33,7 +33,7 @@ def tiny_config(idx_dir, **overrides):
     # 3 steps an epoch: a checkpoint at steps 3, 6, 9 (two kept).
     return TrainConfig(**{
         "model_kwargs": json.loads(TINY_MODEL), "dataset": "fashion_mnist", "data_dir": idx_dir,
-        "image_size": 16, "batch_size": 32, "epochs": 3, "warmup_steps": 2, "jit_compile": False,
+        "image_size": 16, "batch_size": 32, "epochs": 3, "warmup_steps": 2, "jit_compile": JIT_COMPILE,
         "augmentation": "flip", **overrides,
     })
 
@@ -164,7 +164,7 @@ def run_cli(argv, capsys):
 
 def cli_flags(workdir, idx_dir, epochs=1):
     return [f"--workdir={workdir}", "--config=fashion_mnist_vit", "--dataset=fashion_mnist", f"--data_dir={idx_dir}", "--image_size=16",
-            "--batch_size=32", f"--model_kwargs={TINY_MODEL}", f"--epochs={epochs}", "--jit_compile=false"]
+            "--batch_size=32", f"--model_kwargs={TINY_MODEL}", f"--epochs={epochs}", JIT_FLAG]
 
 
 def test_workdir_that_is_a_file_or_under_a_file_is_one_line(tmp_path, idx_dir, capsys):

@@ -22,6 +22,7 @@ import pytest
 
 from tests.train.helpers import (
     BACKEND,
+    JIT_COMPILE,
     ROOT,
     TINY_MODEL,
     main_command,
@@ -380,7 +381,7 @@ def test_a_trainer_whose_lock_is_taken_over_stops_before_its_next_write(tmp_path
     monkeypatch.setattr(PreemptionCheckpoint, "on_epoch_end", take_over_after_the_first_epoch)
     # 3 steps an epoch: without the take-over, checkpoints at steps 3, 6 and 9 and the exports.
     config = TrainConfig(model_kwargs=json.loads(TINY_MODEL), dataset="fashion_mnist", data_dir=str(data),
-                         image_size=16, batch_size=32, epochs=3, warmup_steps=2, jit_compile=False,
+                         image_size=16, batch_size=32, epochs=3, warmup_steps=2, jit_compile=JIT_COMPILE,
                          augmentation="flip")
     with pytest.raises(WorkdirLockLostError, match=(
             rf"--workdir '{workdir}' was taken over by another run \(pid 4242 on host 'tpu-vm-7', .*This run "

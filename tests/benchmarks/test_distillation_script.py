@@ -17,6 +17,8 @@ def _rows(text):
             if line.startswith("| ") and not line.startswith("| model")]
 
 
+# Over 60 s (about 75 s): the teacher and each student arm train in processes of their own,
+# as the script runs them.
 def test_distillation_prints_the_teacher_and_every_student_row(tmp_path):
     source = make_idx_dataset(tmp_path / "source", train=256, test=64, size=28)
     workdir = tmp_path / "work"

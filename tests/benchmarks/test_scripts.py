@@ -78,6 +78,9 @@ def _table_rows(text):
             if line.startswith("| ") and not line.startswith("| case")]
 
 
+# Over 60 s (about 115 s): each case is a process of its own with an XLA compile, as the script
+# measures them; four cases cover the script's kinds (patched, model argument, compile argument,
+# distribution scope).
 def test_fast_paths_measures_each_case_and_remat_lowers_the_peak(tmp_path):
     output = tmp_path / "fast_paths.md"
     text = run("benchmarks/fast_paths.py", "--model=main_job", "--batch_size=8", "--steps=2",

@@ -10,6 +10,8 @@ def test_cpu_description_names_the_bf16_features():
     assert isinstance(name, str) and name and isinstance(bf16, bool) and isinstance(amx, bool)
 
 
+# Over 60 s (about 105 s): each serving path (Keras, XLA, SavedModel, LiteRT, OpenVINO) is exported
+# and measured once, which is the script end to end.
 def test_tiny_run_measures_each_path_and_writes_its_section(tmp_path, capsys):
     markdown = tmp_path / "BENCHMARKS.md"
     markdown.write_text("# Benchmarks\n\n## Other\n\nkept\n")

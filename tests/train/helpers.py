@@ -12,6 +12,11 @@ from PIL import Image
 # The trainer runs on the backend of the test session (TensorFlow unless told).
 BACKEND = os.environ.get("KERAS_BACKEND", "tensorflow")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Whether the tiny runs compile their step with XLA. On JAX, yes: without `jax.jit` every
+# op is dispatched on its own, and a tiny run takes about twice as long as compiling it. On
+# TensorFlow, no: its graph without XLA starts sooner than an XLA compile for a few steps.
+JIT_COMPILE = BACKEND == "jax"
+JIT_FLAG = f"--jit_compile={str(JIT_COMPILE).lower()}"
 # A tiny ViT for 16 x 16 images: every run takes seconds.
 TINY_MODEL = '{"patch_size": 4, "hidden_size": 16, "num_layers": 1, "num_heads": 2, "mlp_dim": 32}'
 
@@ -67,7 +72,7 @@ def tiny_flags(workdir, data_dir, *extra):
     return (
         f"--workdir={workdir}", "--config=fashion_mnist_vit", "--dataset=fashion_mnist", f"--data_dir={data_dir}",
         "--image_size=16", "--batch_size=32", f"--model_kwargs={TINY_MODEL}",
-        "--warmup_steps=2", "--jit_compile=false", *extra,
+        "--warmup_steps=2", JIT_FLAG, *extra,
     )
 
 
@@ -81,3 +86,24 @@ def run_main(*flags, timeout=300, env=None):
     return subprocess.run(
         main_command(*flags), capture_output=True, text=True, timeout=timeout, env=environment, cwd=ROOT
     )
+
+
+def run_in_process(argv, capsys):
+    """Parses `argv` as `train/main.py` does and runs its `main` here; returns `(status, stderr)`.
+
+    For flag checks and short runs: no new process, so no second import of TensorFlow (about
+    8 s a run). The absl flags are reset before and after.
+    """
+    from absl import flags
+
+    from train import main as cli
+
+    flags.FLAGS.unparse_flags()
+    try:
+        cli.parse_flags(["main.py", *argv])
+        status = cli.main([])
+    except SystemExit as exit_:
+        status = exit_.code
+    finally:
+        flags.FLAGS.unparse_flags()
+    return status, capsys.readouterr().err

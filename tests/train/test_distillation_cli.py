@@ -7,7 +7,7 @@ import keras
 import numpy as np
 
 import keras_vit  # noqa: F401  (registers the layers for loading)
-from tests.train.helpers import make_idx_dataset, run_main, tiny_flags
+from tests.train.helpers import make_idx_dataset, run_in_process, run_main, tiny_flags
 
 
 def weights(path):
@@ -46,7 +46,9 @@ def test_hard_distillation_resumes_exactly_and_exports_the_student_alone(tmp_pat
         np.testing.assert_allclose(a, b, atol=1e-6)
 
 
-def test_distillation_flags_are_checked_before_anything_runs(tmp_path):
+def test_distillation_flags_are_checked_before_anything_runs(tmp_path, capsys):
+    # In this process: the exit status and the absence of a traceback end to end are the
+    # bad-flag tests' (tests/bad_inputs/test_cli.py).
     data = make_idx_dataset(tmp_path / "data", train=64, test=16)
     for flags, message in (
         (("--distillation=hard",), "--teacher and --distillation=hard|soft go together"),
@@ -55,9 +57,9 @@ def test_distillation_flags_are_checked_before_anything_runs(tmp_path):
         (("--teacher=ViT_Ti16", "--distillation=fuzzy"), "--distillation must be one of"),
         (("--teacher=ViT_Ti16", "--distillation=soft", "--distillation_tau=0"), "--distillation_tau must be"),
     ):
-        result = run_main(*tiny_flags(tmp_path / "run", data, *flags), timeout=120)
-        assert result.returncode == 2, result.stderr[-2000:]
-        assert message in result.stderr and "Traceback" not in result.stderr
+        status, stderr = run_in_process(list(tiny_flags(tmp_path / "run", data, *flags)), capsys)
+        assert status == 2, stderr[-2000:]
+        assert message in stderr and "Traceback" not in stderr
         assert not (tmp_path / "run").exists()
 
 

@@ -91,6 +91,8 @@ def test_fsdp_with_the_default_model_evaluates_many_batches_like_one_device(tmp_
         np.testing.assert_allclose(a, b, atol=5e-5)
 
 
+# Over 60 s (about 85 s): four JAX runs (sharded and not, each straight and resumed from the
+# other layout's checkpoint), with kernels wide enough (512) for FSDP to shard them.
 def test_orbax_checkpoints_move_between_sharded_and_unsharded_runs(tmp_path, idx_dir):
     """A run resumed from a checkpoint that the other layout wrote ends where an uninterrupted run ends.
 
@@ -135,6 +137,7 @@ def _as_if_stopped_after_the_first_checkpoint(workdir):
     (workdir / "checkpoints" / "latest").write_text("ckpt-4")
 
 
+# Over 60 s (about 70 s): a run on each backend and the cross-backend resumes, one process each.
 def test_a_tensorflow_checkpoint_resumes_on_jax_and_an_orbax_one_is_refused_on_tensorflow(tmp_path, idx_dir):
     flags = ("--steps=6", "--augmentation=none")
     tensorflow = {"KERAS_BACKEND": "tensorflow"}

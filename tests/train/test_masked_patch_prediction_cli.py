@@ -8,7 +8,7 @@ import pytest
 from keras import ops
 
 import keras_vit  # noqa: F401  (registers the layers for loading)
-from tests.train.helpers import TINY_MODEL, make_idx_dataset, run_main
+from tests.train.helpers import JIT_FLAG, TINY_MODEL, make_idx_dataset, run_main
 from train.checks import check_config
 from train.configs import PRESETS, get_config
 
@@ -20,7 +20,7 @@ def idx_dir(tmp_path_factory):
 
 def test_pretrain_then_fine_tune_the_exported_encoder(tmp_path, idx_dir):
     common = ("--config=fashion_mnist_vit", "--dataset=fashion_mnist", f"--data_dir={idx_dir}", "--image_size=16",
-              "--batch_size=32", f"--model_kwargs={TINY_MODEL}", "--warmup_steps=2", "--jit_compile=false")
+              "--batch_size=32", f"--model_kwargs={TINY_MODEL}", "--warmup_steps=2", JIT_FLAG)
     pretrain = tmp_path / "pretrain"
     result = run_main(f"--workdir={pretrain}", *common, "--objective=masked_patch_prediction", "--epochs=2",
                       "--mpp_target=downsized", "--mpp_corruption_rate=0.15")

@@ -92,6 +92,8 @@ def wait_for(predicate, timeout, what):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+# Over 60 s (about 115 s on 2 cores): two worker processes train, one is killed, the other must
+# notice and stop, and both are started again to resume; four TensorFlow processes in all.
 def test_a_killed_worker_stops_the_job_and_the_job_resumes_from_the_last_checkpoint(tmp_path):
     data = make_idx_dataset(tmp_path / "data")
     flags = tiny_flags(tmp_path / "job", data, "--steps=300", "--checkpoint_every_steps=8")

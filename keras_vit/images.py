@@ -11,10 +11,13 @@ from keras_vit.layers.validation import to_pair
 def load_image(path, image_size=224, crop_fraction=1.0):
     """Reads an image file as a float32 RGB array in [0, 255], resized for a model.
 
-    The shorter side is resized to `image_size / crop_fraction` (bilinear), then
-    the centre is cropped to `image_size`. `crop_fraction=1.0` (the default)
-    resizes without cropping away more than the aspect ratio needs, as the ViT
-    evaluation does; timm's usual evaluation uses 0.875-0.9.
+    The image is scaled (bilinear, Pillow) so that it covers `image_size / crop_fraction`
+    on both sides, keeping its aspect ratio, and its centre is cropped to `image_size`. With
+    `crop_fraction=1.0` (the default) only what the aspect ratio needs is cut away. This is a
+    generic reader, not any checkpoint's own evaluation: the official ViT checkpoints resize
+    the whole image to the model's size (no crop), and timm's crop 0.875-0.9 with bicubic
+    filters. For a known checkpoint's exact pixels use
+    `keras_vit.preprocessing.eval_transform(checkpoint)` on the image file's array.
 
     Args:
         path: str or path. Any format Pillow reads.

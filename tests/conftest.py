@@ -185,16 +185,15 @@ SLOW = {
     # train/test_data.py
     "train/test_data.py::test_randaugment_and_mixing_of_rgb_images_make_soft_labels",
     "train/test_data.py::test_resume_is_exact_with_every_augmentation_of_the_deit_recipe",
-    # train/test_distillation_cli.py (every test)
+    # train/test_distillation_cli.py
     "train/test_distillation_cli.py::test_a_student_with_a_distillation_token_learns_on_both_heads",
-    "train/test_distillation_cli.py::test_distillation_flags_are_checked_before_anything_runs",
     "train/test_distillation_cli.py::test_hard_distillation_resumes_exactly_and_exports_the_student_alone",
-    # train/test_jax.py
+    # train/test_jax.py (every test)
     "train/test_jax.py::test_a_tensorflow_checkpoint_resumes_on_jax_and_an_orbax_one_is_refused_on_tensorflow",
     "train/test_jax.py::test_data_parallel_over_8_devices_trains_like_one_device",
-    "train/test_jax.py::test_fsdp_over_a_2x4_mesh_trains_like_one_device",
+    "train/test_jax.py::test_fsdp_with_the_default_model_evaluates_many_batches_like_one_device",
     "train/test_jax.py::test_jax_flag_errors_are_one_line",
-    "train/test_jax.py::test_orbax_checkpoints_move_between_sharded_and_unsharded_runs",
+    "train/test_jax.py::test_fsdp_over_a_2x4_mesh_trains_like_one_device_and_orbax_checkpoints_move_between_layouts",
     # train/test_main.py
     "train/test_main.py::test_default_path_trains_evaluates_and_exports",
     "train/test_main.py::test_default_preset_is_the_hybrid_on_32_pixel_images",
@@ -202,6 +201,8 @@ SLOW = {
     "train/test_main.py::test_finetune_from_a_generated_checkpoint_at_higher_resolution",
     "train/test_main.py::test_image_folder_with_a_corrupt_file_and_sgd_linear",
     "train/test_main.py::test_killed_run_resumes_at_the_checkpointed_step_and_matches",
+    # train/test_multi_host_jax.py
+    "train/test_multi_host_jax.py::test_two_hosts_train_like_one_process_and_resume_from_their_orbax_checkpoint",
     # train/test_masked_patch_prediction_cli.py
     "train/test_masked_patch_prediction_cli.py::test_pretrain_then_fine_tune_the_exported_encoder",
     # train/test_multi_worker.py (every test)
@@ -224,7 +225,7 @@ ALL_SLOW = {
     "experiments/test_swin_ablations.py",
     "export/test_dequantize.py",
     "preprocessing/test_layers.py",
-    "train/test_distillation_cli.py",
+    "train/test_jax.py",
     "train/test_multi_worker.py",
     "train/test_remote_workdir.py",
     "train/test_swin_cli.py",

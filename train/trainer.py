@@ -328,6 +328,9 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
                             validation_data=eval_ds,
                             callbacks=callbacks,
                             verbose=verbose,
+                            # The tf.data pipeline shuffles (by seed and step, so resume is exact);
+                            # Keras' own shuffle does not apply to a dataset and would only warn.
+                            shuffle=False,
                         ).history
                     finally:
                         manager.finish()  # the last save in flight (JAX: Orbax writes in the background)

@@ -153,7 +153,7 @@ def dry_run_invocation(command, workdir):
 def dry_runs(tmp_path_factory):
     """Every docs trainer command's dry run: `{command: (result, workdir)}`.
 
-    The commands that share an environment run in one process (tests/docs/dry_runs.py),
+    The commands that share an environment run in one process (tests/train/run_many.py),
     each parsed and checked as `python train/main.py ...` would be.
     """
     root = tmp_path_factory.mktemp("dry_runs")
@@ -165,7 +165,7 @@ def dry_runs(tmp_path_factory):
     results = {}
     for env, runs in groups.items():
         process = subprocess.run(
-            [sys.executable, str(blocks.ROOT / "tests" / "docs" / "dry_runs.py")],
+            [sys.executable, str(blocks.ROOT / "tests" / "train" / "run_many.py")],
             input=json.dumps([argv for _, argv, _ in runs]), cwd=blocks.ROOT, env={**os.environ, **dict(env)},
             capture_output=True, text=True, timeout=600)
         assert process.returncode == 0, process.stderr[-3000:]
@@ -188,7 +188,7 @@ def test_a_dry_run_of_a_bad_command_fails_in_the_shared_process(tmp_path):
     # The shared process reports each command's own status: a bad flag among good ones is caught.
     runs = [["--dry_run", f"--workdir={tmp_path / 'a'}"], ["--dry_run", "--learning_rate=-1", f"--workdir={tmp_path / 'b'}"],
             ["--dry_run", "--no_such_flag", f"--workdir={tmp_path / 'c'}"]]
-    process = subprocess.run([sys.executable, str(blocks.ROOT / "tests" / "docs" / "dry_runs.py")],
+    process = subprocess.run([sys.executable, str(blocks.ROOT / "tests" / "train" / "run_many.py")],
                              input=json.dumps(runs), cwd=blocks.ROOT, capture_output=True, text=True, timeout=300,
                              env={**os.environ, "KERAS_BACKEND": "tensorflow"})
     assert process.returncode == 0, process.stderr[-3000:]

@@ -61,6 +61,8 @@ def test_default_path_trains_evaluates_and_exports(tmp_path, idx_dir):
     elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stderr[-3000:]
     assert "test accuracy" in result.stdout and "images/s" in result.stdout
+    # No warning the user cannot act on (Keras' "shuffle=True is ignored" for a dataset, #41).
+    assert "shuffle" not in result.stderr, result.stderr[-2000:]
     # The summary's wall time covers the process up to the export: at most the
     # subprocess's own duration, and more than the few seconds TensorFlow takes to import.
     wall = re.search(r"wall time +(?:(\d+) min )?(\d+) s \(process start to exported SavedModel\)", result.stdout)

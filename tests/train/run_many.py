@@ -1,10 +1,11 @@
-"""Runs `train/main.py --dry_run` for many command lines in one process; prints JSON results.
+"""Runs `train/main.py`'s `main` for many command lines in one process; prints JSON results.
 
-`python tests/docs/dry_runs.py` reads a JSON list of argument lists (each without the
+`python tests/train/run_many.py` reads a JSON list of argument lists (each without the
 script's name) on stdin, parses each as the script does (absl, `main.parse_flags`) and runs
-`main.main`, and prints one JSON list of `{"status", "stdout", "stderr"}`. The docs' trainer
-commands that share an environment share this process: TensorFlow and Keras are imported
-once, not once per command (a second each, against about nine for a process of its own).
+`main.main`, and prints one JSON list of `{"status", "stdout", "stderr"}`. For dry runs and
+flag checks that need an environment of their own (a backend, 8 virtual devices): the
+commands that share one share this process, so TensorFlow and Keras are imported once, not
+once per command (a second a command, against about nine for a process of its own).
 """
 
 import contextlib

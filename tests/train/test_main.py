@@ -174,6 +174,8 @@ DEIT_RECIPE = ("--augmentation=random_resized_crop", "--randaugment=rand-m9-mstd
 # kill-and-resume path as kill-deit with fewer augmentations, so any fault it caught, kill-deit
 # catches too (#38). kill-deit also stands for the DeiT recipe on grayscale data, which
 # RandAugment's colour operations must handle (it was a test of its own).
+# Over 60 s on JAX (about 90 s for kill-deit, 65 s for term, 2026-11-28): three trainer processes
+# per case (killed, resumed, straight), each importing JAX and TensorFlow and compiling its step.
 @pytest.mark.parametrize("kill_signal, recipe", [(signal.SIGTERM, ()), (signal.SIGKILL, DEIT_RECIPE)],
                          ids=["term", "kill-deit"])
 def test_killed_run_resumes_at_the_checkpointed_step_and_matches(tmp_path, idx_dir, kill_signal, recipe):

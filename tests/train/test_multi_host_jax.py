@@ -47,6 +47,9 @@ def weights(path):
     return keras.models.load_model(str(path)).get_weights()
 
 
+# Over 60 s (about 120 s on 2 cores): two JAX host processes that join over gloo, twice (trained,
+# then resumed), and a one-process run to compare with: five processes, each importing JAX and
+# TensorFlow.
 def test_two_hosts_train_like_one_process_and_resume_from_their_orbax_checkpoint(tmp_path):
     data = make_idx_dataset(tmp_path / "data")
     flags = ("--steps=16", "--checkpoint_every_steps=8")

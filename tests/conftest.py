@@ -9,7 +9,7 @@ in `BACKENDS` below, by folder or by file (`tests/test_markers.py` checks that n
 missing); a test may override its file with its own marker.
 
 `slow` marks what the development loop, `pytest -m "not slow"`, leaves out: the tests
-over about 10 s on two cores (end-to-end subprocess runs, notebooks, the docs build).
+that took 5 s or more on two cores (`SLOW`: end-to-end subprocess runs, notebooks, the docs build).
 """
 
 import pathlib

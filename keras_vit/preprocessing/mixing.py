@@ -93,7 +93,6 @@ def mix_batch(images, labels, seed, mixup_alpha=0.0, cutmix_alpha=0.0, switch_pr
     if images_batch is not None and labels_batch is not None and images_batch != labels_batch:
         raise ValueError(f"`labels` must have one row per image: {images_batch} images. "
                          f"Received: labels.shape={tuple(labels.shape)}")
-    check_mix_arguments(mixup_alpha, cutmix_alpha, switch_prob)
     if images_batch is None or labels_batch is None:
         tf.debugging.assert_equal(tf.shape(images)[0], tf.shape(labels)[0],
                                   message="`labels` must have one row per image")

@@ -2,11 +2,7 @@
 
 import importlib
 import inspect
-import json
-import os
 import re
-import subprocess
-import sys
 import zlib
 
 import keras
@@ -14,6 +10,7 @@ import pytest
 
 import keras_vit
 from tests.docs import blocks
+from tests.train.helpers import run_many
 
 # The subpackages whose `__all__` is public API, beside the top-level names.
 SUBPACKAGES = ("layers", "weights", "preprocessing", "export", "analysis", "pretraining", "evaluation", "utils")
@@ -164,12 +161,7 @@ def dry_runs(tmp_path_factory):
         groups.setdefault(tuple(sorted(env.items())), []).append((command, argv, workdir))
     results = {}
     for env, runs in groups.items():
-        process = subprocess.run(
-            [sys.executable, str(blocks.ROOT / "tests" / "train" / "run_many.py")],
-            input=json.dumps([argv for _, argv, _ in runs]), cwd=blocks.ROOT, env={**os.environ, **dict(env)},
-            capture_output=True, text=True, timeout=600)
-        assert process.returncode == 0, process.stderr[-3000:]
-        outputs = json.loads(process.stdout.strip().splitlines()[-1])
+        outputs = run_many([argv for _, argv, _ in runs], dict(env))
         for (command, _, workdir), output in zip(runs, outputs):
             results[command] = (output, workdir)
     return results
@@ -188,11 +180,7 @@ def test_a_dry_run_of_a_bad_command_fails_in_the_shared_process(tmp_path):
     # The shared process reports each command's own status: a bad flag among good ones is caught.
     runs = [["--dry_run", f"--workdir={tmp_path / 'a'}"], ["--dry_run", "--learning_rate=-1", f"--workdir={tmp_path / 'b'}"],
             ["--dry_run", "--no_such_flag", f"--workdir={tmp_path / 'c'}"]]
-    process = subprocess.run([sys.executable, str(blocks.ROOT / "tests" / "train" / "run_many.py")],
-                             input=json.dumps(runs), cwd=blocks.ROOT, capture_output=True, text=True, timeout=300,
-                             env={**os.environ, "KERAS_BACKEND": "tensorflow"})
-    assert process.returncode == 0, process.stderr[-3000:]
-    first, second, third = json.loads(process.stdout.strip().splitlines()[-1])
+    first, second, third = run_many(runs, {"KERAS_BACKEND": "tensorflow"}, timeout=300)
     assert first["status"] == 0 and "Dry run:" in first["stdout"]
     assert second["status"] == 2 and "--learning_rate must be a number in (0, inf)" in second["stderr"]
     assert third["status"] == 2 and "Unknown command line flag 'no_such_flag'" in third["stderr"]

@@ -1,6 +1,7 @@
 """Tiny generated datasets and a runner for `train/main.py` in a subprocess."""
 
 import gzip
+import json
 import os
 import struct
 import subprocess
@@ -88,11 +89,10 @@ def run_main(*flags, timeout=300, env=None):
     )
 
 
-def run_in_process(argv, capsys):
-    """Parses `argv` as `train/main.py` does and runs its `main` here; returns `(status, stderr)`.
+def call_main(argv):
+    """Parses `argv` as `train/main.py` does and runs its `main` in this process; returns the status.
 
-    For flag checks and short runs: no new process, so no second import of TensorFlow (about
-    8 s a run). The absl flags are reset before and after.
+    The absl flags are reset before and after, so calls do not leak flags into each other.
     """
     from absl import flags
 
@@ -101,9 +101,34 @@ def run_in_process(argv, capsys):
     flags.FLAGS.unparse_flags()
     try:
         cli.parse_flags(["main.py", *argv])
-        status = cli.main([])
+        return cli.main([])
     except SystemExit as exit_:
-        status = exit_.code
+        return exit_.code
     finally:
         flags.FLAGS.unparse_flags()
+
+
+def run_in_process(argv, capsys):
+    """`call_main(argv)` here; returns `(status, stderr)`.
+
+    For flag checks and short runs: no new process, so no second import of TensorFlow (about
+    8 s a run).
+    """
+    status = call_main(argv)
     return status, capsys.readouterr().err
+
+
+def run_many(argv_lists, env, timeout=600):
+    """`call_main` for each argument list, all in one new process with `env` added to this one's.
+
+    For command lines that need an environment of their own (a backend, 8 virtual devices):
+    TensorFlow and Keras are imported once for all of them (tests/train/run_many.py).
+
+    Returns:
+        One dict per argument list: `status`, `stdout` and `stderr` of its call.
+    """
+    process = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tests", "train", "run_many.py")], input=json.dumps(argv_lists),
+        capture_output=True, text=True, env={**os.environ, **env}, cwd=ROOT, timeout=timeout)
+    assert process.returncode == 0, process.stderr[-3000:]
+    return json.loads(process.stdout.strip().splitlines()[-1])

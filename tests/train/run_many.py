@@ -20,22 +20,14 @@ sys.path.insert(0, os.path.join(ROOT, "train"))
 
 
 def main():
-    from absl import flags
-
-    from train import main as cli
+    from tests.train.helpers import call_main
 
     results = []
     for argv in json.load(sys.stdin):
         out, err = io.StringIO(), io.StringIO()
-        flags.FLAGS.unparse_flags()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                cli.parse_flags(["main.py", *argv])
-                status = cli.main([])
-            except SystemExit as exit_:
-                status = exit_.code
+            status = call_main(argv)
         results.append({"status": status, "stdout": out.getvalue(), "stderr": err.getvalue()})
-    flags.FLAGS.unparse_flags()
     print(json.dumps(results))
 
 

@@ -6,9 +6,6 @@ test session (XLA reads the flag when JAX starts).
 """
 
 import json
-import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -16,7 +13,7 @@ import pytest
 
 import keras_vit  # noqa: F401  (registers the layers for loading)
 
-from tests.train.helpers import ROOT, make_idx_dataset, run_main, tiny_flags
+from tests.train.helpers import make_idx_dataset, run_main, run_many, tiny_flags
 
 EIGHT_DEVICES = {"KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
 ONE_DEVICE = {"KERAS_BACKEND": "jax", "XLA_FLAGS": ""}
@@ -60,12 +57,9 @@ def test_jax_flag_errors_are_one_line(tmp_path, idx_dir):
     # the script's own main() in one process over the same 8 devices (tests/train/run_many.py).
     result = run_main(*tiny_flags(tmp_path / "run", idx_dir, *cases[0][0]), env=EIGHT_DEVICES, timeout=120)
     assert result.returncode == 2 and cases[0][1] in result.stderr and "Traceback" not in result.stderr
-    process = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tests", "train", "run_many.py")], capture_output=True, text=True,
-        input=json.dumps([list(tiny_flags(tmp_path / "run", idx_dir, *flags)) for flags, _ in cases[1:]]),
-        env={**os.environ, **EIGHT_DEVICES}, cwd=ROOT, timeout=300)
-    assert process.returncode == 0, process.stderr[-3000:]
-    for (flags, message), outcome in zip(cases[1:], json.loads(process.stdout.strip().splitlines()[-1])):
+    outcomes = run_many([list(tiny_flags(tmp_path / "run", idx_dir, *flags)) for flags, _ in cases[1:]],
+                        EIGHT_DEVICES, timeout=300)
+    for (flags, message), outcome in zip(cases[1:], outcomes):
         assert outcome["status"] == 2, (flags, outcome["stderr"][-2000:])
         assert message in outcome["stderr"] and "Traceback" not in outcome["stderr"]
     assert not (tmp_path / "run").exists()

@@ -101,6 +101,8 @@ SLOW = {
     "benchmarks/test_memory.py::test_memory_table_adds_up",
     # benchmarks/test_quantization.py
     "benchmarks/test_quantization.py::test_quantization_table_has_every_form",
+    # benchmarks/test_saved_residuals.py
+    "benchmarks/test_saved_residuals.py::test_vit_b16_keeps_at_most_30_bytes_outside_attention_on_the_accelerator_path",
     # benchmarks/test_scripts.py
     "benchmarks/test_scripts.py::test_bench_compares_swin_t_with_timms_swin_tiny",
     "benchmarks/test_scripts.py::test_bench_prints_keras_and_timm_rows_with_a_ratio",

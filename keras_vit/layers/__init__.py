@@ -1,7 +1,8 @@
 """Registered Keras layers of keras_vit."""
 
-from keras_vit.layers.attention import MultiHeadSelfAttention
+from keras_vit.layers.attention import MultiHeadSelfAttention, attention_kernels
 from keras_vit.layers.axial import AxialSelfAttention, AxialTransformerBlock
+from keras_vit.layers.code_path import code_path
 from keras_vit.layers.bit import BottleneckUnit, ResNetStage, StandardizedConv2D
 from keras_vit.layers.gpsa import GPSA
 from keras_vit.layers.image_check import ImageShapeCheck
@@ -51,4 +52,6 @@ __all__ = [
     "TokenPositionEmbedding",
     "TransformerBlock",
     "WindowAttention",
+    "attention_kernels",
+    "code_path",
 ]

@@ -4,11 +4,13 @@ Both `MultiHeadSelfAttention` and `keras_vit.layers.gpsa.GPSA` project queries,
 keys and values with fused dense layers and share one explicit attention path
 (`_AttentionBase`) that returns the attention probabilities, which is what the
 analysis tools read. `MultiHeadSelfAttention` also has a fused path
-through `keras.ops.dot_product_attention`, where backends plug in flash/cuDNN
-kernels; the two paths compute the same function.
+(`fused_attention`), where backends plug in flash/cuDNN kernels; the two paths
+compute the same function.
 """
 
+import collections
 import math
+import warnings
 
 import keras
 from keras import ops
@@ -29,6 +31,84 @@ def _merge_heads(x):
     x = ops.transpose(x, (0, 2, 1, 3))
     shape = ops.shape(x)
     return ops.reshape(x, (shape[0], shape[1], x.shape[2] * x.shape[3]))
+
+
+# How many traces took each attention kernel, for `attention_kernels`.
+_KERNELS = collections.Counter()
+
+
+def attention_kernels():
+    """Which attention kernels the traced models took: `{kernel: number of traces}`.
+
+    Counted when a `MultiHeadSelfAttention` layer is traced (once per compiled
+    step, or per call when run eagerly): `"cudnn"` (cuDNN's fused attention, JAX
+    on a GPU), `"xla (cuDNN refused)"` (the same call after cuDNN refused it;
+    a warning said why), `"keras"` (`keras.ops.dot_product_attention`: on a TPU
+    Keras's flash kernel where it has one, elsewhere the backend's own),
+    `"explicit (attention dropout)"` (training with attention dropout on a GPU
+    or TPU, which no fused kernel here takes; a warning says so). The Colab TPU
+    notebook prints it after training.
+
+    Returns:
+        dict from kernel name to count.
+    """
+    return dict(_KERNELS)
+
+
+def _platform():
+    """`"cpu"`, `"gpu"` or `"tpu"`: where the backend runs its computations."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return jax.default_backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        for kind in ("TPU", "GPU"):
+            if tf.config.list_logical_devices(kind):
+                return kind.lower()
+    return "cpu"
+
+
+def fused_attention(query, key, value):
+    """`softmax(q k^T) v` per head with a fused kernel where there is one.
+
+    On JAX on a GPU it asks for cuDNN's fused attention itself rather than
+    through `keras.ops.dot_product_attention`, which falls back to XLA's
+    unfused attention silently when cuDNN refuses: here a refusal (cuDNN
+    checks the dtypes, head size and layout when the step is traced; float32
+    is refused) warns with cuDNN's reason, and then runs XLA's. Elsewhere it is
+    `keras.ops.dot_product_attention`, whose flash kernel on a TPU Keras picks
+    itself. `attention_kernels` tells which ran.
+
+    Args:
+        query: Tensor `(batch, length, heads, head_dim)`, already scaled.
+        key: Tensor `(batch, length, heads, head_dim)`.
+        value: Tensor `(batch, length, heads, head_dim)`.
+
+    Returns:
+        Tensor `(batch, length, heads, head_dim)`.
+    """
+    if keras.backend.backend() == "jax" and _platform() == "gpu":
+        import jax
+
+        try:
+            outputs = jax.nn.dot_product_attention(query, key, value, scale=1.0, implementation="cudnn")
+        except Exception as error:  # cuDNN's checks raise several types; each says why
+            warnings.warn(
+                "keras_vit: cuDNN's fused attention refused this attention "
+                f"(query {tuple(query.shape)} {query.dtype}): {error}. It runs as XLA's unfused "
+                "attention, which keeps the length x length matrices for the backward pass.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            _KERNELS["xla (cuDNN refused)"] += 1
+            return jax.nn.dot_product_attention(query, key, value, scale=1.0, implementation="xla")
+        _KERNELS["cudnn"] += 1
+        return outputs
+    _KERNELS["keras"] += 1
+    return ops.dot_product_attention(query, key, value, scale=1.0)
 
 
 def _fused_initializer(initializer, num_parts):
@@ -189,6 +269,16 @@ class MultiHeadSelfAttention(_AttentionBase):
             or (training and self.attention_dropout_rate > 0)
         )
         if explicit:
+            if training and self.attention_dropout_rate > 0 and _platform() != "cpu":
+                warnings.warn(
+                    f"keras_vit: {self.name} trains with attention dropout "
+                    f"(attention_dropout_rate={self.attention_dropout_rate}), which no fused attention kernel "
+                    "here applies: it runs the explicit softmax(q k^T) v, which keeps the length x length "
+                    "probabilities. Set attention_dropout_rate=0 for the fused kernel.",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                _KERNELS["explicit (attention dropout)"] += 1
             probs = self.compute_attention(query, key)
             x = _merge_heads(self._attend(probs, ops.transpose(value, (0, 2, 1, 3)), training))
         else:
@@ -198,7 +288,7 @@ class MultiHeadSelfAttention(_AttentionBase):
             # one backward, while the queries' scale fuses into their layout
             # copy. 1 / sqrt(64) is a power of two: no rounding for 64-wide heads.
             query = query * ops.cast(1.0 / math.sqrt(self.head_dim), query.dtype)
-            x = ops.dot_product_attention(query, key, value, scale=1.0)
+            x = fused_attention(query, key, value)
             shape = ops.shape(x)
             x = ops.reshape(x, (shape[0], shape[1], self.num_heads * self.head_dim))
         x = dense_on_tokens(self.out, x)

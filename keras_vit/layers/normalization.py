@@ -1,5 +1,9 @@
-"""Layer normalization whose training step XLA:CPU runs without slow reductions.
+"""Layer normalization with a training path for each kind of device.
 
+On the accelerator path (`keras_vit.layers.code_path`) training takes
+`keras_vit.layers.lean.lean_layer_norm`, whose backward pass keeps the input in
+the compute dtype and two float32 numbers per row. On the CPU path it takes
+`_layer_norm_last_axis`, below, for XLA:CPU's sake:
 `keras.layers.LayerNormalization` differentiated by XLA:CPU leaves the row
 statistics and the scale/offset gradients to XLA's reductions, into which XLA
 fuses whatever computed their operands (a residual sum, a patch-merging
@@ -14,26 +18,8 @@ sums read it contiguously.
 import keras
 from keras import ops
 
-
-def _host_only():
-    """Whether this process sees no accelerator, so the layer runs on the CPU.
-
-    Row means as matrix products are float32-accurate on a CPU, but a TPU's default
-    float32 matrix precision is one bfloat16 pass, which would round the
-    statistics: accelerators keep Keras's own layer normalization. Asked at
-    every trace, not cached, so that a TPU system initialized after the first
-    model was built still counts.
-    """
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return not any(tf.config.list_logical_devices(kind) for kind in ("GPU", "TPU"))
-    if backend == "jax":
-        import jax
-
-        return jax.default_backend() == "cpu"
-    return False
+from keras_vit.layers.code_path import code_path
+from keras_vit.layers.lean import lean_layer_norm
 
 
 def _layer_norm_last_axis(x, gamma, beta, epsilon):
@@ -84,18 +70,21 @@ def _layer_norm_last_axis(x, gamma, beta, epsilon):
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class LayerNormalization(keras.layers.LayerNormalization):
-    """`keras.layers.LayerNormalization` over the last axis, faster to train on a CPU.
+    """`keras.layers.LayerNormalization` over the last axis, leaner to train on each device.
 
     The same layer, the same weights (`gamma`, `beta`) and the same arguments as
     Keras's, under the same class name, so that weight files and checkpoints
     written with Keras's layer (where a model stores its layers under their
-    class names) load into it. In training on a host without accelerators,
-    with the defaults `axis=-1`, `center=True`, `scale=True` and
-    `rms_scaling=False`, it runs `_layer_norm_last_axis` instead: the centred
-    variance, row statistics as matrix-vector products and the gradient written
-    by hand (see the module docstring). Everywhere else (inference, so every export; GPUs and TPUs;
-    other arguments) it is Keras's layer as it is. Float16 and bfloat16 inputs
-    are normalized in float32, as Keras does.
+    class names) load into it. In training, with the defaults `axis=-1`,
+    `center=True`, `scale=True` and `rms_scaling=False`, on JAX or TensorFlow,
+    it computes the same function with its gradient written by hand, one way
+    per code path (`keras_vit.layers.code_path`): on the CPU path
+    `_layer_norm_last_axis` (the centred variance, row statistics as
+    matrix-vector products; see the module docstring), on the accelerator path
+    `lean_layer_norm` (keeps the input in the compute dtype, not float32 copies).
+    Everywhere else (inference, so every export; other arguments) it is Keras's
+    layer as it is. Float16 and bfloat16 inputs are normalized in float32, as
+    Keras does.
 
     Args:
         axis: int or list of ints. The normalized axes. Defaults to -1.
@@ -118,22 +107,30 @@ class LayerNormalization(keras.layers.LayerNormalization):
             axis=axis, epsilon=epsilon, center=center, scale=scale, rms_scaling=rms_scaling, **kwargs
         )
 
-    def _fast_path(self, inputs, training):
+    def _training_path(self, inputs, training):
+        """`"cpu"`, `"accelerator"` or None (Keras's layer as it is) for this call."""
         axis = self.axis if isinstance(self.axis, (list, tuple)) else [self.axis]
         last_axis = list(axis) in ([-1], [len(inputs.shape) - 1])
-        return (
+        plain = (
             bool(training)
             and last_axis
             and inputs.shape[-1] is not None
             and self.center
             and self.scale
             and not self.rms_scaling
-            and _host_only()
+            and keras.backend.backend() in ("jax", "tensorflow")
         )
+        return code_path() if plain else None
 
     def call(self, inputs, training=None):
-        if not self._fast_path(inputs, training):
+        path = self._training_path(inputs, training)
+        if path is None:
             return super().call(inputs)
+        if path == "accelerator":
+            # The input stays in the compute dtype for the backward pass (`lean_layer_norm`).
+            return lean_layer_norm(
+                ops.cast(inputs, self.compute_dtype), self.gamma, self.beta, self.epsilon
+            )
         outputs = _layer_norm_last_axis(
             ops.cast(inputs, "float32"),
             ops.cast(self.gamma, "float32"),

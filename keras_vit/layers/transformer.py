@@ -4,6 +4,8 @@ import keras
 from keras import ops
 
 from keras_vit.layers.attention import MultiHeadSelfAttention
+from keras_vit.layers.code_path import code_path
+from keras_vit.layers.lean import lean_gelu_dense
 from keras_vit.layers.gpsa import GPSA
 from keras_vit.layers.dtype_policies import resolve_dtype_policies, with_quantized_dtypes
 from keras_vit.layers.normalization import LayerNormalization
@@ -38,7 +40,10 @@ class MLPBlock(keras.layers.Layer):
     """Two dense layers with a GELU between them, each followed by dropout.
 
     ViT Sec. 3.1 and App. B.1: the MLP has two layers with a GELU
-    non-linearity, and dropout follows every dense layer.
+    non-linearity, and dropout follows every dense layer. In training on the
+    accelerator path (`keras_vit.layers.code_path`) without dropout, GELU and
+    the second layer are one function whose backward pass keeps only the
+    hidden layer (`keras_vit.layers.lean.lean_gelu_dense`).
 
     Args:
         mlp_dim: int. Width of the hidden layer.
@@ -85,9 +90,33 @@ class MLPBlock(keras.layers.Layer):
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
         resolve_dtype_policies(self)
 
+    def _lean(self, training):
+        """Whether this call takes `lean_gelu_dense` (training on the accelerator path).
+
+        It multiplies by `fc2`'s kernel itself, so only a plain `Dense`
+        qualifies (no quantization, no LoRA), and only without the dropout
+        between GELU and `fc2`, whose mask it would have to keep.
+        """
+        return (
+            bool(training)
+            and (self.dropout_rate == 0.0)
+            and keras.backend.backend() in ("jax", "tensorflow")
+            and self.fc2.quantization_mode is None
+            and not self.fc2.lora_enabled
+            and code_path() == "accelerator"
+        )
+
     def call(self, x, training=None):
-        x = gelu(dense_on_tokens(self.fc1, x))
-        x = self.dropout(x, training=training)
+        hidden = dense_on_tokens(self.fc1, x)
+        if self._lean(training):
+            # The hidden layer is kept once for the backward pass, in the compute dtype.
+            shape = ops.shape(hidden)
+            rows = ops.reshape(hidden, (-1, self.mlp_dim))
+            kernel = ops.cast(self.fc2.kernel, self.compute_dtype)
+            bias = None if self.fc2.bias is None else ops.cast(self.fc2.bias, self.compute_dtype)
+            outputs = lean_gelu_dense(rows, kernel, bias)
+            return ops.reshape(outputs, (*shape[:-1], outputs.shape[-1]))
+        x = self.dropout(gelu(hidden), training=training)
         return self.dropout(dense_on_tokens(self.fc2, x), training=training)
 
     def compute_output_shape(self, input_shape):

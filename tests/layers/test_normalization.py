@@ -1,4 +1,7 @@
-"""LayerNormalization: Keras's layer normalization, with a hand-written gradient in CPU training.
+"""LayerNormalization: Keras's layer normalization, with a hand-written gradient in training.
+
+Each training test runs on both code paths (`keras_vit.layers.code_path`): the
+CPU's `_layer_norm_last_axis` and the accelerators' `lean_layer_norm`.
 
 References: a float64 numpy layer norm, and its gradient by central finite
 differences (independent of the hand-written formula under test).
@@ -13,18 +16,19 @@ from keras_vit.layers import normalization
 from tests.testing import check_layer, np_layer_norm, parameter_gradients, set_random_weights, to_numpy
 
 
-@pytest.fixture
-def fast_calls(monkeypatch):
-    """Pretends the machine has no accelerator; returns the list of calls that took the hand-written path."""
+@pytest.fixture(params=["cpu", "accelerator"])
+def fast_calls(request, monkeypatch):
+    """Chooses a code path; returns the list of calls that took its hand-written function."""
     calls = []
-    compute = normalization._layer_norm_last_axis
+    name = {"cpu": "_layer_norm_last_axis", "accelerator": "lean_layer_norm"}[request.param]
+    compute = getattr(normalization, name)
 
     def recorded(*args):
         calls.append(args[0].shape)
         return compute(*args)
 
-    monkeypatch.setattr(normalization, "_host_only", lambda: True)
-    monkeypatch.setattr(normalization, "_layer_norm_last_axis", recorded)
+    monkeypatch.setenv("KERAS_VIT_CODE_PATH", request.param)
+    monkeypatch.setattr(normalization, name, recorded)
     return calls
 
 
@@ -86,7 +90,7 @@ def test_config_round_trip_and_shapes():
     check_layer(LayerNormalization, {"epsilon": 1e-6}, x)
 
 
-def test_takes_the_hand_written_path_only_in_training_on_the_host(fast_calls, monkeypatch):
+def test_takes_the_hand_written_path_only_in_training(fast_calls):
     layer = _layer(8)
     x = np.zeros((2, 8), "float32")
     layer(x, training=True)
@@ -98,9 +102,6 @@ def test_takes_the_hand_written_path_only_in_training_on_the_host(fast_calls, mo
         lambda: LayerNormalization(axis=0)(x, training=True),
     ):
         other()
-    assert len(fast_calls) == 1
-    monkeypatch.setattr(normalization, "_host_only", lambda: False)  # a GPU or TPU
-    layer(x, training=True)
     assert len(fast_calls) == 1
 
 
@@ -187,12 +188,12 @@ def test_remat_blocks_keep_the_hand_written_path(fast_calls, monkeypatch):
     x = np.random.default_rng(9).normal(size=(2, 5, 8)).astype("float32")
     block(x)
     decisions = []
-    decide = LayerNormalization._fast_path
+    decide = LayerNormalization._training_path
 
     def recorded(self, inputs, training):
         decisions.append(decide(self, inputs, training))
         return decisions[-1]
 
-    monkeypatch.setattr(LayerNormalization, "_fast_path", recorded)
+    monkeypatch.setattr(LayerNormalization, "_training_path", recorded)
     parameter_gradients(block, x, np.ones_like(x), training=True)
     assert len(decisions) >= 2 and all(decisions), decisions

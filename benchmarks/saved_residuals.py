@@ -1,0 +1,197 @@
+"""What a training step keeps for its backward pass, per token x channel x layer, by source line.
+
+    python benchmarks/saved_residuals.py --variant=ViT_B16 [--paths=cpu,accelerator] [--output=BENCHMARKS.md]
+
+Traces the loss and gradient of one training step with JAX on the CPU, abstractly
+(shapes only: nothing is allocated or run, so ViT-B/16 takes seconds), under
+`--precision` (default `mixed_bfloat16`, what accelerators train in), once per
+code path (`KERAS_VIT_CODE_PATH`, `keras_vit.layers.code_path`), and lists the
+residuals JAX saves for the backward pass (`jax.ad_checkpoint`'s
+`saved_residuals`, the data behind `print_saved_residuals`) grouped by source line.
+
+Per token x channel x layer: the step is traced at two batch sizes and the
+difference taken, which leaves exactly the bytes that grow with the batch
+(the activations: weights and their casts cancel), divided by the added tokens,
+the width and the depth. "Attention matrices" are the residuals whose last two
+axes are both the sequence length (the `L x L` scores and probabilities a fused
+kernel would not keep); "outside attention" is the rest. The gradient's FLOPs
+are XLA's cost analysis of the lowered step, for the recomputation's price.
+
+Prints a Markdown table per path and a summary; `--output` writes them as the
+"Activation memory" section of that file (atomically).
+"""
+
+import argparse
+import collections
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from benchmarks.reporting import replace_section, write_atomic  # noqa: E402
+
+SECTION = "## Activation memory"
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--variant", default="ViT_B16", help="A keras_vit builder name.")
+    parser.add_argument("--image_size", type=int, default=None, help="Defaults to the variant's.")
+    parser.add_argument("--precision", default="mixed_bfloat16", choices=("mixed_bfloat16", "float32"))
+    parser.add_argument("--paths", default="cpu,accelerator", help="Comma-separated code paths.")
+    parser.add_argument("--batch_sizes", default="2,4", help="The two batch sizes whose difference is taken.")
+    parser.add_argument("--top", type=int, default=12, help="Source lines listed per path.")
+    parser.add_argument("--output", default=None, help="A Markdown file to write the section into.")
+    args = parser.parse_args(argv)
+    args.paths = [p.strip() for p in args.paths.split(",") if p.strip()]
+    for path in args.paths:
+        if path not in ("cpu", "accelerator"):
+            parser.error(f"--paths takes cpu and accelerator. Received: --paths={path!r}")
+    try:
+        small, large = (int(b) for b in args.batch_sizes.split(","))
+    except ValueError:
+        small = large = 0
+    if not 0 < small < large:
+        parser.error(f"--batch_sizes takes two increasing positive integers. Received: {args.batch_sizes!r}")
+    args.batch_sizes = (small, large)
+    return args
+
+
+def _saved_residuals():
+    # Public as `print_saved_residuals`; the list behind it lives here.
+    from jax._src.ad_checkpoint import saved_residuals
+
+    return saved_residuals
+
+
+def _source(description):
+    """`"bf16[...] output of dot_general from .../token_dense.py:32:20 (dense_on_tokens)"` -> a short source."""
+    match = re.search(r"from (\S+):(\d+)(?::\d+)? \((.+)\)$", description)
+    if not match:
+        return description.split(" from ")[-1]
+    path, line, function = match.groups()
+    path = os.path.relpath(path, ROOT) if path.startswith(ROOT) else os.path.basename(path)
+    return f"{path}:{line} ({function})"
+
+
+def trace(variant, image_size, precision, path, batch_sizes):
+    """Residual bytes per batch-grown source line, and the gradient's FLOPs, for one code path.
+
+    Returns:
+        dict with `rows` ({(source, dtype, attention?): bytes per added example}),
+        `length` (tokens per example), `width`, `depth` and `flops` (at the larger batch).
+    """
+    os.environ["KERAS_VIT_CODE_PATH"] = path
+    import jax
+    import keras
+    import numpy as np
+
+    import keras_vit
+    from keras_vit.inspection import layers_of
+    from keras_vit.layers import TransformerBlock
+
+    keras.mixed_precision.set_global_policy(precision)
+    kwargs = {} if image_size is None else {"image_size": image_size}
+    with keras.StatelessScope(initialize_variables=False):
+        model = getattr(keras_vit, variant)(**kwargs)
+    blocks = layers_of(model, TransformerBlock)
+    if not blocks:
+        raise ValueError(f"`--variant` must be a ViT-like model (ViT, DeiT, hybrid, ConViT). Received: {variant!r}")
+    height, width_px = model.input_shape[1:3]
+    trainable = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in model.trainable_variables]
+    frozen = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in model.non_trainable_variables]
+
+    def loss(trainable, frozen, images, labels):
+        logits, _ = model.stateless_call(trainable, frozen, images, training=True)
+        losses = keras.losses.sparse_categorical_crossentropy(
+            labels, keras.ops.cast(logits, "float32"), from_logits=True
+        )
+        return keras.ops.mean(losses)
+
+    totals = []
+    for batch in batch_sizes:
+        images = jax.ShapeDtypeStruct((batch, height, width_px, model.input_shape[-1]), "float32")
+        labels = jax.ShapeDtypeStruct((batch,), "int32")
+        residuals = _saved_residuals()(loss, trainable, frozen, images, labels)
+        rows = collections.Counter()
+        for aval, description in residuals:
+            shape = tuple(aval.shape)
+            square = len(shape) >= 2 and shape[-1] == shape[-2] and shape[-1] > 1
+            rows[(_source(description), aval.dtype.name, square)] += int(np.prod(shape)) * aval.dtype.itemsize
+        totals.append(rows)
+    flops = jax.jit(jax.grad(loss)).lower(trainable, frozen, images, labels).cost_analysis()
+    flops = flops[0] if isinstance(flops, (list, tuple)) else flops
+    added = batch_sizes[1] - batch_sizes[0]
+    grown = {key: (totals[1][key] - totals[0].get(key, 0)) / added for key in totals[1]}
+    _, length, width = blocks[0].input.shape
+    return {
+        "rows": {key: value for key, value in grown.items() if value > 0},
+        "width": width,
+        "depth": len(blocks),
+        "flops": float((flops or {}).get("flops", float("nan"))),
+        "length": length,
+    }
+
+
+def summarize(result):
+    """Bytes per token x channel x layer: (outside attention, attention matrices, by source)."""
+    unit = result["length"] * result["width"] * result["depth"]
+    outside = sum(v for (_, _, square), v in result["rows"].items() if not square) / unit
+    attention = sum(v for (_, _, square), v in result["rows"].items() if square) / unit
+    return outside, attention, sorted(
+        ((v / unit, source, dtype, square) for (source, dtype, square), v in result["rows"].items()), reverse=True
+    )
+
+
+def render(args, results):
+    import datetime
+    import platform
+
+    import jax
+    import keras
+
+    lines = [
+        SECTION,
+        "",
+        f"{datetime.date.today().isoformat()}, {platform.machine()} {platform.system()}, Python "
+        f"{platform.python_version()}, JAX {jax.__version__}, Keras {keras.__version__}; a trace, so the "
+        "figures are the program's, not the machine's.",
+        "",
+        f"`python benchmarks/saved_residuals.py --variant={args.variant} --precision={args.precision}`: "
+        f"residuals JAX saves for the backward pass of one training step, traced on the CPU, in bytes per "
+        f"token x channel x layer (batch {args.batch_sizes[1]} minus batch {args.batch_sizes[0]}).",
+        "",
+        "| code path | outside attention | attention matrices (L x L) | total | gradient GFLOPs per step |",
+        "|---|---|---|---|---|",
+    ]
+    for path, result in results.items():
+        outside, attention, _ = summarize(result)
+        lines.append(
+            f"| {path} | {outside:.1f} | {attention:.1f} | {outside + attention:.1f} | "
+            f"{result['flops'] / 1e9:,.0f} (batch {args.batch_sizes[1]}) |"
+        )
+    for path, result in results.items():
+        lines += ["", f"{path} path, by source line:", "", "| bytes | source | dtype | L x L |", "|---|---|---|---|"]
+        for value, source, dtype, square in summarize(result)[2][: args.top]:
+            lines.append(f"| {value:.2f} | `{source}` | {dtype} | {'yes' if square else ''} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    os.environ["KERAS_BACKEND"] = "jax"
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    results = {
+        path: trace(args.variant, args.image_size, args.precision, path, args.batch_sizes) for path in args.paths
+    }
+    text = render(args, results)
+    print(text)
+    if args.output:
+        existing = open(args.output).read() if os.path.exists(args.output) else ""
+        write_atomic(args.output, replace_section(existing, SECTION, text))
+
+
+if __name__ == "__main__":
+    main()

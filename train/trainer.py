@@ -13,7 +13,7 @@ import keras
 
 import keras_vit
 from keras_vit import export
-from keras_vit.files import write_text_atomically
+from keras_vit.files import exists, open_file, write_text_atomically
 from train import data as data_lib
 from train import files
 from train import pipeline
@@ -157,6 +157,24 @@ def _failed_writes_named(manager, workdir):
                 print(f"The run stopped on a failed write; {where}. Make room (or make the workdir writable) and "
                       "run the same command to resume.", file=sys.stderr, flush=True)
         raise
+
+
+def _finished_runs_history(workdir):
+    """The per-epoch history that a finished run recorded in its `summary.json`, or `{}`.
+
+    Run again on a finished workdir (a notebook's "Run all" twice), the trainer
+    restores the last step and trains nothing; its summary then carries the
+    finished run's history, so that whatever plots it still has its curves.
+    """
+    path = os.path.join(workdir, "summary.json")
+    if not exists(path):
+        return {}  # killed before the end: no summary, no curves to give
+    try:
+        with open_file(path) as f:
+            history = json.load(f)["history"]
+        return {str(key): [float(v) for v in values] for key, values in history.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}  # not a summary of ours: no curves to give
 
 
 def checkpoint_manager(directory, chief):
@@ -336,6 +354,8 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
                         manager.finish()  # the last save in flight (JAX: Orbax writes in the background)
             finally:
                 checkpointing.restore_signal_handler()
+        else:
+            history = _finished_runs_history(workdir)
     summary = {
         "history": {key: [float(v) for v in values] for key, values in history.items()},
         "workdir": files.absolute(workdir),

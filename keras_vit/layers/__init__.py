@@ -2,7 +2,7 @@
 
 from keras_vit.layers.attention import MultiHeadSelfAttention, attention_kernels
 from keras_vit.layers.axial import AxialSelfAttention, AxialTransformerBlock
-from keras_vit.layers.code_path import code_path
+from keras_vit.layers.code_paths import code_path
 from keras_vit.layers.bit import BottleneckUnit, ResNetStage, StandardizedConv2D
 from keras_vit.layers.gpsa import GPSA
 from keras_vit.layers.image_check import ImageShapeCheck

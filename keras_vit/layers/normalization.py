@@ -18,7 +18,7 @@ sums read it contiguously.
 import keras
 from keras import ops
 
-from keras_vit.layers.code_path import code_path
+from keras_vit.layers.code_paths import code_path
 from keras_vit.layers.lean import lean_layer_norm
 
 

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers.attention import MultiHeadSelfAttention
-from keras_vit.layers.code_path import code_path
+from keras_vit.layers.code_paths import code_path
 from keras_vit.layers.lean import lean_gelu_dense
 from keras_vit.layers.gpsa import GPSA
 from keras_vit.layers.dtype_policies import resolve_dtype_policies, with_quantized_dtypes

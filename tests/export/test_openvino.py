@@ -146,11 +146,11 @@ def test_a_failed_graph_rename_puts_the_old_weights_back(tmp_path, monkeypatch):
     _assert_old_pair_kept(tmp_path)
 
 
+# On TensorFlow the same call exports (`test_float_model_computes_the_keras_outputs`); it ran that
+# export a second time here until #38.
+@pytest.mark.skipif(BACKEND != "jax", reason="the refusal of the JAX backend")
 def test_jax_backend_is_refused_with_the_way_out(tmp_path):
     model = build("vit")
-    if BACKEND == "tensorflow":
-        assert keras_vit.export.openvino(model, str(tmp_path / "model.xml")).endswith("model.xml")
-        return
     with pytest.raises(ValueError, match=r"load it under KERAS_BACKEND=tensorflow .* Received: backend='jax'"):
         keras_vit.export.openvino(model, str(tmp_path / "model.xml"))
     assert os.listdir(tmp_path) == []

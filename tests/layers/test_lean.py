@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from keras_vit.layers import TransformerBlock, attention, attention_kernels
-from keras_vit.layers.code_path import code_path
+from keras_vit.layers.code_paths import code_path
 from keras_vit.layers.lean import lean_gelu_dense, lean_layer_norm
 from keras_vit.layers.transformer import MLPBlock
 from tests.testing import np_gelu, np_layer_norm, np_softmax, parameter_gradients, set_random_weights, to_numpy
@@ -213,3 +213,28 @@ def test_on_a_gpu_the_compiled_training_step_has_cudnns_fused_attention():
 
     for step in (jax.jit(jax.grad(loss)), jax.jit(loss)):
         assert "cudnn$fmha" in step.lower(trainable).compile().as_text()
+
+
+def test_fit_takes_the_same_step_on_both_paths(monkeypatch):
+    # The whole path as the trainer runs it on an accelerator: `fit` compiled with XLA (TensorFlow's
+    # graph, JAX's jit) in mixed_bfloat16; float32 equality is checked block by block above.
+    dtype = "mixed_bfloat16"
+    import keras_vit
+
+    images = np.random.default_rng(8).normal(size=(4, 16, 16, 3)).astype("float32")
+    labels = np.arange(4) % 3
+    steps = {}
+    for path in ("cpu", "accelerator"):
+        monkeypatch.setenv("KERAS_VIT_CODE_PATH", path)
+        keras.utils.set_random_seed(0)
+        model = keras_vit.VisionTransformer(image_size=16, patch_size=8, hidden_size=32, num_layers=2, num_heads=2,
+                                            mlp_dim=64, num_classes=3, dtype=dtype)
+        model.compile(optimizer=keras.optimizers.SGD(0.1), jit_compile=True,
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        before = [to_numpy(v) for v in model.trainable_variables]
+        model.fit(images, labels, batch_size=4, epochs=1, verbose=0)
+        steps[path] = [to_numpy(v) - b for v, b in zip(model.trainable_variables, before)]
+    tolerance = 2e-3
+    for cpu, accelerator in zip(steps["cpu"], steps["accelerator"]):
+        assert np.isfinite(accelerator).all()
+        np.testing.assert_allclose(accelerator, cpu, atol=tolerance * max(1.0, np.abs(cpu).max()))

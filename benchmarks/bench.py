@@ -2,6 +2,7 @@
 
     python benchmarks/bench.py --variants=ViT_Ti16,ViT_B16 --batch_sizes=32 --modes=train,infer --vs=timm
     python benchmarks/bench.py --variants=Swin_T --batch_sizes=32 --modes=train,infer --vs=timm
+    python benchmarks/bench.py --variants=ViT_B16 --modes=train,fit   # train_on_batch beside model.fit
 
 For every (framework, variant, image size, batch size, mode) one fresh process
 builds the model, times the first step apart (tracing and XLA compilation), then
@@ -34,6 +35,7 @@ TIMM_NAMES = {
     "ViT_Ti16": "vit_tiny_patch16_224", "ViT_S16": "vit_small_patch16_224",
     "ViT_B16": "vit_base_patch16_224", "ViT_B32": "vit_base_patch32_224",
     "ViT_L16": "vit_large_patch16_224", "ViT_B8": "vit_base_patch8_224",
+    "DeiT_Ti16": "deit_tiny_patch16_224", "DeiT_S16": "deit_small_patch16_224", "DeiT_B16": "deit_base_patch16_224",
     "ConViT_Ti": "convit_tiny", "ConViT_S": "convit_small", "ConViT_B": "convit_base",
     "R50_ViT_B16": "vit_base_r50_s16_224", "R_ViT_Ti16": "vit_tiny_r_s16_p8_224",
     "R26_ViT_S32": "vit_small_r26_s32_224",
@@ -41,6 +43,11 @@ TIMM_NAMES = {
     "Swin_B": "swin_base_patch4_window7_224", "Swin_L": "swin_large_patch4_window7_224",
     "Swin_B384": "swin_base_patch4_window12_384", "Swin_L384": "swin_large_patch4_window12_384",
 }
+
+
+# train: `train_on_batch`, one step per call; infer: `predict_on_batch`; fit: `model.fit` with
+# `steps_per_execution`, the whole epoch in one call.
+MODES = ("train", "infer", "fit")
 
 
 def _peak_memory_mib(framework):
@@ -149,7 +156,19 @@ def run_keras(variant, image_size, batch_size, mode, steps, precision, remat):
         optimizer=keras.optimizers.AdamW(1e-4),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         jit_compile=True,
+        # `fit` mode: every step of an epoch in one call of the compiled function.
+        steps_per_execution=steps if mode == "fit" else 1,
     )
+    if mode == "fit":
+        # What a user runs: `model.fit` over `steps` batches held as backend arrays, an epoch
+        # per call; one step's time is the median epoch's over its steps.
+        xs = keras.ops.concatenate([x] * steps)
+        ys = keras.ops.concatenate([y] * steps)
+
+        def epoch():
+            model.fit(xs, ys, batch_size=batch_size, epochs=1, shuffle=False, verbose=0)
+        compile_seconds, seconds = _time_steps(epoch, 3)
+        return compile_seconds, seconds / steps, train_flops(model), keras_peak_flops(precision)
     if mode == "train":
         def step():
             model.train_on_batch(x, y)  # returns host values: synchronizes
@@ -316,7 +335,10 @@ def main():
         for image_size in map(int, args.image_sizes.split(",")):
             for batch_size in map(int, args.batch_sizes.split(",")):
                 for mode in args.modes.split(","):
-                    frameworks = ["keras"] + (["timm"] if args.vs == "timm" else [])
+                    if mode not in MODES:
+                        parser.error(f"--modes: unknown {mode!r}; accepted: {', '.join(MODES)}")
+                    # `fit` is Keras's own loop: timm's training row is `train`.
+                    frameworks = ["keras"] + (["timm"] if args.vs == "timm" and mode != "fit" else [])
                     for framework in frameworks:
                         results[(framework, variant, image_size, batch_size, mode)] = []
                     for repeat in range(args.repeats):

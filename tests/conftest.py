@@ -97,6 +97,8 @@ SLOW = {
     # benchmarks/test_distillation_script.py
     "benchmarks/test_distillation_script.py::test_distillation_prints_the_teacher_and_every_student_row",
     "benchmarks/test_distillation_script.py::test_distillation_rejects_a_missing_source_and_a_used_workdir",
+    # benchmarks/test_gpu_script.py (every test)
+    "benchmarks/test_gpu_script.py::test_dry_run_runs_every_step_and_writes_the_table",
     # benchmarks/test_memory.py
     "benchmarks/test_memory.py::test_memory_table_adds_up",
     # benchmarks/test_quantization.py
@@ -226,6 +228,7 @@ SLOW = {
 }
 # Test files none of whose tests is quick: each is one end-to-end run in subprocesses.
 ALL_SLOW = {
+    "benchmarks/test_gpu_script.py",
     "experiments/test_swin_ablations.py",
     "export/test_dequantize.py",
     "preprocessing/test_layers.py",

@@ -40,24 +40,16 @@ def parse_args(argv=None):
 def compiled_programs(variant, image_size, batch_size, precision):
     """`{"train": text, "infer": text}`: the compiled HLO of the two steps, and the platform."""
     import jax
-    import keras
 
     import keras_vit
+    from benchmarks.abstract_step import abstract_arguments, training_loss
 
     kwargs = {} if image_size is None else {"image_size": image_size}
     if precision == "bfloat16":
         kwargs["dtype"] = "mixed_bfloat16"
     model = keras_vit.build_variant(variant, **kwargs)
-    height, width, channels = model.input_shape[1:]
-    images = jax.ShapeDtypeStruct((batch_size, height, width, channels), "float32")
-    labels = jax.ShapeDtypeStruct((batch_size,), "int32")
-    trainable = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in model.trainable_variables]
-    frozen = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in model.non_trainable_variables]
-
-    def loss(trainable, frozen, images, labels):
-        logits, _ = model.stateless_call(trainable, frozen, images, training=True)
-        return keras.ops.mean(keras.losses.sparse_categorical_crossentropy(
-            labels, keras.ops.cast(logits, "float32"), from_logits=True))
+    trainable, frozen, images, labels = abstract_arguments(model, batch_size)
+    loss = training_loss(model)
 
     def infer(trainable, frozen, images):
         return model.stateless_call(trainable, frozen, images, training=False)[0]

@@ -30,6 +30,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from benchmarks.abstract_step import abstract_arguments, training_loss  # noqa: E402
 from benchmarks.reporting import replace_section, write_atomic  # noqa: E402
 
 SECTION = "## Activation memory"
@@ -99,21 +100,10 @@ def trace(variant, image_size, precision, path, batch_sizes):
     blocks = layers_of(model, TransformerBlock)
     if not blocks:
         raise ValueError(f"`--variant` must be a ViT-like model (ViT, DeiT, hybrid, ConViT). Received: {variant!r}")
-    height, width_px = model.input_shape[1:3]
-    trainable = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in model.trainable_variables]
-    frozen = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in model.non_trainable_variables]
-
-    def loss(trainable, frozen, images, labels):
-        logits, _ = model.stateless_call(trainable, frozen, images, training=True)
-        losses = keras.losses.sparse_categorical_crossentropy(
-            labels, keras.ops.cast(logits, "float32"), from_logits=True
-        )
-        return keras.ops.mean(losses)
-
+    loss = training_loss(model)
     totals = []
     for batch in batch_sizes:
-        images = jax.ShapeDtypeStruct((batch, height, width_px, model.input_shape[-1]), "float32")
-        labels = jax.ShapeDtypeStruct((batch,), "int32")
+        trainable, frozen, images, labels = abstract_arguments(model, batch)
         residuals = _saved_residuals()(loss, trainable, frozen, images, labels)
         rows = collections.Counter()
         for aval, description in residuals:

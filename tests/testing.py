@@ -86,6 +86,24 @@ def parameter_gradients(model, images, weights, training=False):
 # ---- numpy references ---------------------------------------------------------
 
 
+def finite_difference_grads(function, arrays, weights, step=1e-6):
+    """Gradients of `sum(function(*arrays) * weights)` by central differences in float64, one coordinate at a time.
+
+    An independent reference for hand-written gradients: `function` is a numpy one.
+    """
+    arrays = [np.asarray(a).astype("float64") for a in arrays]
+    grads = []
+    for i, array in enumerate(arrays):
+        grad = np.zeros_like(array)
+        for index in np.ndindex(array.shape):
+            plus, minus = [a.copy() for a in arrays], [a.copy() for a in arrays]
+            plus[i][index] += step
+            minus[i][index] -= step
+            grad[index] = ((function(*plus) - function(*minus)) * weights).sum() / (2 * step)
+        grads.append(grad)
+    return grads
+
+
 def np_softmax(x, axis=-1):
     x = x - x.max(axis=axis, keepdims=True)
     e = np.exp(x)

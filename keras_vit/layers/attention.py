@@ -15,6 +15,7 @@ import warnings
 import keras
 from keras import ops
 
+from keras_vit.layers.code_paths import device_platform
 from keras_vit.layers.token_dense import dense_on_tokens
 from keras_vit.layers.validation import check_positive_int, check_rate
 
@@ -55,22 +56,6 @@ def attention_kernels():
     return dict(_KERNELS)
 
 
-def _platform():
-    """`"cpu"`, `"gpu"` or `"tpu"`: where the backend runs its computations."""
-    backend = keras.backend.backend()
-    if backend == "jax":
-        import jax
-
-        return jax.default_backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        for kind in ("TPU", "GPU"):
-            if tf.config.list_logical_devices(kind):
-                return kind.lower()
-    return "cpu"
-
-
 def fused_attention(query, key, value):
     """`softmax(q k^T) v` per head with a fused kernel where there is one.
 
@@ -90,7 +75,7 @@ def fused_attention(query, key, value):
     Returns:
         Tensor `(batch, length, heads, head_dim)`.
     """
-    if keras.backend.backend() == "jax" and _platform() == "gpu":
+    if keras.backend.backend() == "jax" and device_platform() == "gpu":
         import jax
 
         try:
@@ -269,7 +254,7 @@ class MultiHeadSelfAttention(_AttentionBase):
             or (training and self.attention_dropout_rate > 0)
         )
         if explicit:
-            if training and self.attention_dropout_rate > 0 and _platform() != "cpu":
+            if training and self.attention_dropout_rate > 0 and device_platform() != "cpu":
                 warnings.warn(
                     f"keras_vit: {self.name} trains with attention dropout "
                     f"(attention_dropout_rate={self.attention_dropout_rate}), which no fused attention kernel "

@@ -29,18 +29,24 @@ ENVIRONMENT_VARIABLE = "KERAS_VIT_CODE_PATH"
 CODE_PATHS = ("auto", "cpu", "accelerator")
 
 
-def _sees_an_accelerator():
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
+def device_platform():
+    """`"cpu"`, `"gpu"` or `"tpu"`: where the backend runs its computations.
 
-        return any(tf.config.list_logical_devices(kind) for kind in ("GPU", "TPU"))
+    Torch and numpy answer `"cpu"`: the layers take their own paths on JAX and
+    TensorFlow only, and Keras's layers elsewhere.
+    """
+    backend = keras.backend.backend()
     if backend == "jax":
         import jax
 
-        return jax.default_backend() != "cpu"
-    # Torch and numpy: Keras's own layers, which is the accelerators' choice.
-    return True
+        return jax.default_backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        for kind in ("TPU", "GPU"):
+            if tf.config.list_logical_devices(kind):
+                return kind.lower()
+    return "cpu"
 
 
 def code_path():
@@ -60,5 +66,5 @@ def code_path():
             f"Received: {ENVIRONMENT_VARIABLE}={os.environ[ENVIRONMENT_VARIABLE]!r}"
         )
     if chosen == "auto":
-        return "accelerator" if _sees_an_accelerator() else "cpu"
+        return "cpu" if device_platform() == "cpu" else "accelerator"
     return chosen

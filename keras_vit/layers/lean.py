@@ -29,8 +29,9 @@ _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INVERSE_SQRT_TWO_PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
-def _upstream(args, upstream):
-    # TensorFlow passes the output gradient as `upstream=`, JAX positionally.
+def upstream_gradient(args, upstream):
+    """The output gradient a `keras.ops.custom_gradient` closure receives, on either backend."""
+    # TensorFlow passes it as `upstream=`, JAX positionally.
     return args[0] if upstream is None else upstream
 
 
@@ -62,7 +63,7 @@ def lean_layer_norm(x, gamma, beta, epsilon):
         outputs = ops.cast(centred * inverse_std * gamma + beta, x.dtype)
 
         def grad(*args, upstream=None):
-            upstream = ops.cast(_upstream(args, upstream), "float32")
+            upstream = ops.cast(upstream_gradient(args, upstream), "float32")
             normalized = (ops.cast(x, "float32") - mean) * inverse_std
             scaled = upstream * gamma
             # d/dx of (x - mean) * inverse_std, applied to `scaled`.
@@ -81,9 +82,9 @@ def lean_layer_norm(x, gamma, beta, epsilon):
     return normalize(x, ops.cast(gamma, "float32"), ops.cast(beta, "float32"))
 
 
-def _gelu(h):
-    """Exact GELU, `h * Phi(h)`, written with `erf` on both backends."""
-    return 0.5 * h * (1.0 + ops.erf(h * ops.cast(_SQRT_HALF, h.dtype)))
+def erf_gelu(x):
+    """Exact GELU, `x * Phi(x) = x / 2 * (1 + erf(x / sqrt(2)))`, written with `erf` on every backend."""
+    return 0.5 * x * (1.0 + ops.erf(x * ops.cast(_SQRT_HALF, x.dtype)))
 
 
 def lean_gelu_dense(h, kernel, bias):
@@ -104,11 +105,11 @@ def lean_gelu_dense(h, kernel, bias):
     """
 
     def forward(h, kernel, bias):
-        outputs = ops.matmul(_gelu(h), kernel)
+        outputs = ops.matmul(erf_gelu(h), kernel)
         return outputs if bias is None else outputs + bias
 
     def backward(h, kernel, upstream):
-        activated = _gelu(h)
+        activated = erf_gelu(h)
         kernel_grad = ops.matmul(ops.transpose(activated), upstream)
         wide = ops.cast(h, "float32")
         # d GELU / dh = Phi(h) + h * phi(h), in float32 before the one rounding.
@@ -118,23 +119,14 @@ def lean_gelu_dense(h, kernel, bias):
         inputs_grad = ops.matmul(upstream, ops.transpose(kernel)) * ops.cast(derivative, h.dtype)
         return inputs_grad, kernel_grad
 
-    if bias is None:
-
-        @ops.custom_gradient
-        def without_bias(h, kernel):
-            def grad(*args, upstream=None):
-                return backward(h, kernel, _upstream(args, upstream))
-
-            return forward(h, kernel, None), grad
-
-        return without_bias(h, kernel)
-
+    # The bias is an input of the custom gradient only when there is one.
     @ops.custom_gradient
-    def with_bias(h, kernel, bias):
+    def gelu_dense(h, kernel, *bias):
         def grad(*args, upstream=None):
-            upstream = _upstream(args, upstream)
-            return (*backward(h, kernel, upstream), ops.sum(upstream, axis=0))
+            upstream = upstream_gradient(args, upstream)
+            grads = backward(h, kernel, upstream)
+            return (*grads, ops.sum(upstream, axis=0)) if bias else grads
 
-        return forward(h, kernel, bias), grad
+        return forward(h, kernel, bias[0] if bias else None), grad
 
-    return with_bias(h, kernel, bias)
+    return gelu_dense(h, kernel, *(() if bias is None else (bias,)))

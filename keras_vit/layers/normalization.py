@@ -19,7 +19,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers.code_paths import code_path
-from keras_vit.layers.lean import lean_layer_norm
+from keras_vit.layers.lean import lean_layer_norm, upstream_gradient
 
 
 def _layer_norm_last_axis(x, gamma, beta, epsilon):
@@ -49,9 +49,7 @@ def _layer_norm_last_axis(x, gamma, beta, epsilon):
         outputs = ops.reshape(normalized * gamma + beta, shape)
 
         def grad(*args, upstream=None):
-            if upstream is None:
-                (upstream,) = args
-            upstream = ops.reshape(upstream, (-1, channels))
+            upstream = ops.reshape(upstream_gradient(args, upstream), (-1, channels))
             scaled = upstream * gamma
             # d/dx of (x - mean) * inverse_std, applied to `scaled`.
             inputs_grad = inverse_std * (

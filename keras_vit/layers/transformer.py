@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.layers.code_paths import code_path
-from keras_vit.layers.lean import lean_gelu_dense
+from keras_vit.layers.lean import erf_gelu, lean_gelu_dense
 from keras_vit.layers.gpsa import GPSA
 from keras_vit.layers.dtype_policies import resolve_dtype_policies, with_quantized_dtypes
 from keras_vit.layers.normalization import LayerNormalization
@@ -28,11 +28,8 @@ def gelu(x):
     SavedModel export of a JAX-backend model.
     """
     if keras.backend.backend() == "tensorflow":
-        return 0.5 * x * (1.0 + ops.erf(x * ops.cast(_SQRT_HALF, x.dtype)))
+        return erf_gelu(x)
     return keras.activations.gelu(x, approximate=False)
-
-
-_SQRT_HALF = 0.7071067811865476
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")

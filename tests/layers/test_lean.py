@@ -18,7 +18,8 @@ from keras_vit.layers import TransformerBlock, attention, attention_kernels
 from keras_vit.layers.code_paths import code_path
 from keras_vit.layers.lean import lean_gelu_dense, lean_layer_norm
 from keras_vit.layers.transformer import MLPBlock
-from tests.testing import np_gelu, np_layer_norm, np_softmax, parameter_gradients, set_random_weights, to_numpy
+from tests.testing import (finite_difference_grads, np_gelu, np_layer_norm, np_softmax, parameter_gradients,
+                           set_random_weights, to_numpy)
 
 
 def _grads(function, arrays, weights):
@@ -36,21 +37,6 @@ def _grads(function, arrays, weights):
             tape.watch(t)
         loss = tf.reduce_sum(function(*tensors) * weights)
     return [g.numpy() for g in tape.gradient(loss, tensors)]
-
-
-def _finite_differences(function, arrays, weights, step=1e-6):
-    """Central differences of a float64 numpy function, one coordinate at a time."""
-    arrays = [a.astype("float64") for a in arrays]
-    grads = []
-    for i, array in enumerate(arrays):
-        grad = np.zeros_like(array)
-        for index in np.ndindex(array.shape):
-            plus, minus = [a.copy() for a in arrays], [a.copy() for a in arrays]
-            plus[i][index] += step
-            minus[i][index] -= step
-            grad[index] = ((function(*plus) - function(*minus)) * weights).sum() / (2 * step)
-        grads.append(grad)
-    return grads
 
 
 @pytest.mark.parametrize("value, expected", [("cpu", "cpu"), ("accelerator", "accelerator"), ("ACCELERATOR ", "accelerator")])
@@ -83,7 +69,7 @@ def test_lean_layer_norm_and_its_gradients_equal_numpy(offset):
     np.testing.assert_allclose(
         to_numpy(lean_layer_norm(x, gamma, beta, 1e-5)), np_layer_norm(x.astype("float64"), gamma, beta, 1e-5), atol=1e-4
     )
-    expected = _finite_differences(lambda *a: np_layer_norm(*a, 1e-5), [x, gamma, beta], weights)
+    expected = finite_difference_grads(lambda *a: np_layer_norm(*a, 1e-5), [x, gamma, beta], weights)
     actual = _grads(lambda *a: lean_layer_norm(*a, 1e-5), [x, gamma, beta], weights)
     for a, e in zip(actual, expected):
         np.testing.assert_allclose(a, e, atol=2e-4, rtol=1e-4)
@@ -114,7 +100,7 @@ def test_lean_gelu_dense_and_its_gradients_equal_numpy(use_bias):
         return lean_gelu_dense(*a) if use_bias else lean_gelu_dense(*a, None)
 
     np.testing.assert_allclose(to_numpy(lean(*arrays)), reference(*arrays), atol=1e-5)
-    for a, e in zip(_grads(lean, arrays, weights), _finite_differences(reference, arrays, weights)):
+    for a, e in zip(_grads(lean, arrays, weights), finite_difference_grads(reference, arrays, weights)):
         np.testing.assert_allclose(a, e, atol=2e-4, rtol=1e-4)
 
 
@@ -171,7 +157,7 @@ def test_a_refused_cudnn_kernel_warns_with_the_reason_and_runs_xlas(monkeypatch)
     # On a CPU cuDNN refuses every call: the GPU branch's refusal, exercised without a GPU.
     if keras.backend.backend() != "jax":
         pytest.skip("cuDNN's fused attention is asked for on JAX only")
-    monkeypatch.setattr(attention, "_platform", lambda: "gpu")
+    monkeypatch.setattr(attention, "device_platform", lambda: "gpu")
     monkeypatch.setattr(attention, "_KERNELS", collections.Counter())
     query, key, value = _attention_inputs()
     with pytest.warns(RuntimeWarning, match=r"cuDNN's fused attention refused this attention \(query \(2, 7, 2, 8\)"):
@@ -188,14 +174,14 @@ def test_attention_dropout_on_an_accelerator_says_it_takes_the_explicit_path(mon
     layer(tokens, training=True)  # on the CPU: no warning, nothing fused is lost
     layer(tokens, training=False)
     assert attention_kernels() == {"keras": 1}
-    monkeypatch.setattr(attention, "_platform", lambda: "tpu")
+    monkeypatch.setattr(attention, "device_platform", lambda: "tpu")
     with pytest.warns(RuntimeWarning, match=r"attention_dropout_rate=0.1\), which no fused attention kernel"):
         layer(tokens, training=True)
     assert attention_kernels() == {"keras": 1, "explicit (attention dropout)": 1}
 
 
 @pytest.mark.skipif(
-    keras.backend.backend() != "jax" or attention._platform() != "gpu", reason="needs JAX on a GPU"
+    keras.backend.backend() != "jax" or attention.device_platform() != "gpu", reason="needs JAX on a GPU"
 )
 def test_on_a_gpu_the_compiled_training_step_has_cudnns_fused_attention():
     import jax

@@ -13,7 +13,8 @@ import pytest
 
 from keras_vit.layers import LayerNormalization, TransformerBlock
 from keras_vit.layers import normalization
-from tests.testing import check_layer, np_layer_norm, parameter_gradients, set_random_weights, to_numpy
+from tests.testing import (check_layer, finite_difference_grads, np_layer_norm, parameter_gradients,
+                           set_random_weights, to_numpy)
 
 
 @pytest.fixture(params=["cpu", "accelerator"])
@@ -54,26 +55,6 @@ def _value_and_grads(layer, x, weights, training):
         loss = tf.reduce_sum(layer(v, training=training) * weights)
     grads = tape.gradient(loss, [v, layer.gamma.value, layer.beta.value])
     return [g.numpy() for g in grads]
-
-
-def _numeric_grads(x, gamma, beta, weights, eps, step=1e-6):
-    """Central differences of the float64 numpy layer norm, one coordinate at a time."""
-
-    def loss(x, gamma, beta):
-        return (np_layer_norm(x, gamma, beta, eps) * weights).sum()
-
-    grads = []
-    arrays = [x.astype("float64"), gamma.astype("float64"), beta.astype("float64")]
-    for i, array in enumerate(arrays):
-        grad = np.zeros_like(array)
-        for index in np.ndindex(array.shape):
-            plus = [a.copy() for a in arrays]
-            minus = [a.copy() for a in arrays]
-            plus[i][index] += step
-            minus[i][index] -= step
-            grad[index] = (loss(*plus) - loss(*minus)) / (2 * step)
-        grads.append(grad)
-    return grads
 
 
 def _layer(channels, seed=0, **kwargs):
@@ -128,7 +109,7 @@ def test_gradients_equal_finite_differences(fast_calls, shape):
     weights = rng.normal(size=shape).astype("float32")
     layer = _layer(shape[-1], seed=3, epsilon=1e-5)
     gamma, beta = (to_numpy(w) for w in (layer.gamma, layer.beta))
-    expected = _numeric_grads(x, gamma, beta, weights, 1e-5)
+    expected = finite_difference_grads(lambda *a: np_layer_norm(*a, 1e-5), [x, gamma, beta], weights)
     # float32 gradients of O(1) values against float64 differences.
     for actual, reference in zip(_value_and_grads(layer, x, weights, True), expected):
         np.testing.assert_allclose(actual, reference, atol=2e-4, rtol=1e-4)

@@ -31,20 +31,27 @@ def parse_args(argv=None):
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--precision", choices=("bfloat16", "float32"), default="bfloat16")
     parser.add_argument("--output", default=None, help="Also write the table to this file.")
+    parser.add_argument("--depth", type=int, default=None,
+                        help="Blocks (per stage for Swin) instead of the variant's, for smoke runs.")
     args = parser.parse_args(argv)
     if args.batch_size < 1:
         parser.error(f"--batch_size must be a positive integer. Received: {args.batch_size}")
+    if args.depth is not None and args.depth < 1:
+        parser.error(f"--depth must be a positive integer. Received: {args.depth}")
     return args
 
 
-def compiled_programs(variant, image_size, batch_size, precision):
+def compiled_programs(variant, image_size, batch_size, precision, depth=None):
     """`{"train": text, "infer": text}`: the compiled HLO of the two steps, and the platform."""
     import jax
 
     import keras_vit
     from benchmarks.abstract_step import abstract_arguments, training_loss
+    from benchmarks.reporting import depth_overrides
 
-    kwargs = {} if image_size is None else {"image_size": image_size}
+    kwargs = dict(depth_overrides(variant, depth)[0])
+    if image_size is not None:
+        kwargs["image_size"] = image_size
     if precision == "bfloat16":
         kwargs["dtype"] = "mixed_bfloat16"
     model = keras_vit.build_variant(variant, **kwargs)
@@ -66,7 +73,7 @@ def main(argv=None):
     from keras_vit.layers import attention_kernels, code_path
     from benchmarks.reporting import write_atomic
 
-    programs, platform = compiled_programs(args.variant, args.image_size, args.batch_size, args.precision)
+    programs, platform = compiled_programs(args.variant, args.image_size, args.batch_size, args.precision, args.depth)
     lines = [
         f"Attention in the compiled steps of {args.variant} ({args.precision}, batch {args.batch_size}), "
         f"`python benchmarks/attention_check.py`:",

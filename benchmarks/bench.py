@@ -28,7 +28,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.reporting import emit_result, median_run, rate, run_measurement, write_atomic  # noqa: E402
+from benchmarks.reporting import (  # noqa: E402
+    depth_overrides, emit_result, median_run, rate, run_measurement, write_atomic,
+)
 from train.cpu_allocator import use_bfc_cpu_allocator  # noqa: E402
 
 TIMM_NAMES = {
@@ -133,14 +135,14 @@ def keras_on_accelerator():
     return bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
 
 
-def run_keras(variant, image_size, batch_size, mode, steps, precision, remat):
+def run_keras(variant, image_size, batch_size, mode, steps, precision, remat, depth=None):
     import keras
     import numpy as np
 
     import keras_vit
     from benchmarks.flops import inference_flops, train_flops
 
-    kwargs = dict(image_size=image_size, remat=remat)
+    kwargs = dict(image_size=image_size, remat=remat, **depth_overrides(variant, depth)[0])
     if precision == "bfloat16":
         kwargs["dtype"] = "mixed_bfloat16"
     model = keras_vit.build_variant(variant, **kwargs)
@@ -181,7 +183,7 @@ def run_keras(variant, image_size, batch_size, mode, steps, precision, remat):
     return compile_seconds, seconds, flops, keras_peak_flops(precision)
 
 
-def run_timm(variant, image_size, batch_size, mode, steps, precision, compile_model):
+def run_timm(variant, image_size, batch_size, mode, steps, precision, compile_model, depth=None):
     if _backend_variable() == "jax":
         # The Keras model here only counts FLOPs: keep JAX off the GPU, which it would
         # otherwise claim three quarters of on first use, leaving PyTorch the rest.
@@ -192,12 +194,13 @@ def run_timm(variant, image_size, batch_size, mode, steps, precision, compile_mo
     from benchmarks.flops import inference_flops, train_flops
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = timm.create_model(TIMM_NAMES[variant], img_size=image_size).to(device)
+    keras_depth, timm_depth = depth_overrides(variant, depth)
+    model = timm.create_model(TIMM_NAMES[variant], img_size=image_size, **timm_depth).to(device)
     x = torch.rand(batch_size, 3, image_size, image_size, device=device)
     y = torch.arange(batch_size, device=device) % 1000
     autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bfloat16")
     net = torch.compile(model) if compile_model else model
-    keras_model = keras_vit.build_variant(variant, image_size=image_size)
+    keras_model = keras_vit.build_variant(variant, image_size=image_size, **keras_depth)
     if mode == "train":
         model.train()
         optimizer = torch.optim.AdamW(model.parameters(), 1e-4)
@@ -233,10 +236,10 @@ def single(args):
     """One measurement in this process; prints a JSON line."""
     if args.framework == "keras":
         result = run_keras(args.variant, args.image_size, args.batch_size, args.mode, args.steps,
-                           args.precision, args.remat)
+                           args.precision, args.remat, args.depth)
     else:
         result = run_timm(args.variant, args.image_size, args.batch_size, args.mode, args.steps,
-                          args.precision, args.timm_compile)
+                          args.precision, args.timm_compile, args.depth)
     compile_seconds, seconds, flops, peak = result
     images_per_second = args.batch_size / seconds
     emit_result({
@@ -256,6 +259,8 @@ def measure(framework, variant, image_size, batch_size, mode, args):
         arguments.append("--remat")
     if args.timm_compile:
         arguments.append("--timm_compile")
+    if args.depth is not None:
+        arguments.append(f"--depth={args.depth}")
     return run_measurement(arguments, framework=framework, variant=variant, image_size=image_size,
                            batch_size=batch_size, mode=mode)
 
@@ -310,6 +315,8 @@ def main():
     parser.add_argument("--remat", action="store_true")
     parser.add_argument("--timm_compile", action="store_true", help="torch.compile the timm model")
     parser.add_argument("--output", default=None, help="also write the table to this file")
+    parser.add_argument("--depth", type=int, default=None,
+                        help="blocks (per stage for Swin) instead of the variant's, for smoke runs of the script")
     # One measurement (internal: each measurement runs in its own process).
     parser.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--framework", default="keras", help=argparse.SUPPRESS)
@@ -325,7 +332,7 @@ def main():
         return single(args)
     import keras_vit
 
-    for name in ("steps", "repeats"):
+    for name in ("steps", "repeats") + (("depth",) if args.depth is not None else ()):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be a positive integer. Received: {name}={getattr(args, name)}")
     results = {}

@@ -35,7 +35,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.reporting import emit_result, median_run, rate, run_measurement, write_atomic  # noqa: E402
+from benchmarks.reporting import (  # noqa: E402
+    depth_overrides, emit_result, median_run, rate, run_measurement, write_atomic,
+)
 from train.cpu_allocator import use_bfc_cpu_allocator  # noqa: E402
 
 CASES = ("shipped", "unfused_qkv", "explicit_attention", "no_xla", "xla_mirrored", "steps_per_execution",
@@ -135,9 +137,11 @@ def single(args):
     if args.model == "main_job":
         image_shape, classes = (28, 28, 1), 10
         kwargs = dict(MAIN_JOB, image_size=28, num_channels=1, num_classes=10)
+        if args.depth is not None:
+            kwargs["num_layers"] = args.depth
     else:
         image_shape, classes = (args.image_size, args.image_size, 3), 1000
-        kwargs = {"image_size": args.image_size}
+        kwargs = {"image_size": args.image_size, **depth_overrides(args.model, args.depth)[0]}
     if args.case == "bfloat16":
         kwargs["dtype"] = "mixed_bfloat16"
     if args.case == "remat":
@@ -193,7 +197,8 @@ def measure(case, args):
     return run_measurement(
         [os.path.abspath(__file__), "--single", f"--case={case}", f"--model={args.model}",
          f"--image_size={args.image_size}", f"--batch_size={args.batch_size}", f"--steps={args.steps}",
-         f"--steps_per_execution={args.steps_per_execution}"],
+         f"--steps_per_execution={args.steps_per_execution}",
+         *([f"--depth={args.depth}"] if args.depth is not None else [])],
         case=case,
     )
 
@@ -232,6 +237,8 @@ def main():
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--repeats", type=int, default=1, help="measure each case this many times")
     parser.add_argument("--output", default=None, help="also write the table to this file")
+    parser.add_argument("--depth", type=int, default=None,
+                        help="blocks (per stage for Swin) instead of the model's, for smoke runs")
     parser.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--case", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -248,7 +255,7 @@ def main():
     unknown = [c for c in cases if c not in CASES]
     if unknown:
         parser.error(f"--cases: unknown {unknown}; accepted: {', '.join(CASES)}")
-    for name in ("batch_size", "steps", "steps_per_execution", "repeats"):
+    for name in ("batch_size", "steps", "steps_per_execution", "repeats") + (("depth",) if args.depth is not None else ()):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be a positive integer. Received: {name}={getattr(args, name)}")
     results = {case: [] for case in cases}

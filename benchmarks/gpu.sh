@@ -20,14 +20,16 @@
 # one model and its step per process.
 #
 # DRY_RUN=1 runs every step on the CPU at toy sizes, ViT-Ti/16 and DeiT-Ti/16 standing in
-# for ViT-B/16 and DeiT-S/16 (the tests do this): the script's plumbing, not its figures.
+# for ViT-B/16 and DeiT-S/16, one block deep (the tests do this): the script's plumbing, not
+# its figures.
 set -uo pipefail
 out=${1:?usage: bash benchmarks/gpu.sh OUTPUT_DIR}
 mkdir -p "$out"
 export KERAS_BACKEND=jax PYTHONUNBUFFERED=1
 if [[ "${DRY_RUN:-0}" == 1 ]]; then
     export JAX_PLATFORMS=cpu
-    vit=ViT_Ti16 deit=DeiT_Ti16 size=(--image_sizes=32) check=(--image_size=32 --batch_size=2)
+    # One block per stage: the plumbing compiles in seconds, not minutes.
+    vit=ViT_Ti16 deit=DeiT_Ti16 size=(--image_sizes=32 --depth=1) check=(--image_size=32 --batch_size=2 --depth=1)
     batch=2 small_batch=2 steps=1 repeats=1 vs=()
 else
     nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$out/gpu.txt"

@@ -34,6 +34,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from benchmarks.reporting import depth_overrides  # noqa: E402
+
 # Containers and runtime bookkeeping in the trace, not HLOs.
 _NOT_HLO = re.compile(r"^(ThunkExecutor|SlinkyThreadPool|Eager|TFE_|__inference|KernelAndDevice|CpuExecutable|"
                       r"BlockUntilReady|one_step_on_data|tf\.|end: |\$|PjitFunction|H2D |D2H |shard_args|DevicePut)")
@@ -106,6 +109,8 @@ def main():
     parser.add_argument("--batch_size", type=int, default=16)
     parser.add_argument("--top", type=int, default=25, help="rows of the HLO-kind table")
     parser.add_argument("--backend", choices=sorted(_STEP_MODULE), default="tensorflow")
+    parser.add_argument("--depth", type=int, default=None,
+                        help="blocks (per stage for Swin) instead of the variant's, for smoke runs")
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="profile_step_")
     dump = os.path.join(workdir, "hlo")
@@ -134,7 +139,10 @@ def main():
 
     if args.variant not in keras_vit.VARIANTS:
         parser.error(f"--variant: unknown {args.variant!r}; accepted: {', '.join(sorted(keras_vit.VARIANTS))}")
-    model = keras_vit.build_variant(args.variant, image_size=args.image_size)
+    if args.depth is not None and args.depth < 1:
+        parser.error(f"--depth must be a positive integer. Received: {args.depth}")
+    model = keras_vit.build_variant(args.variant, image_size=args.image_size,
+                                    **depth_overrides(args.variant, args.depth)[0])
     model.compile(optimizer=keras.optimizers.AdamW(1e-4),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=True)
     x = np.random.default_rng(0).uniform(0, 255, (args.batch_size, args.image_size, args.image_size, 3))

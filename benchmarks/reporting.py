@@ -74,3 +74,29 @@ def replace_section(text, heading, body):
     after = "" if end < 0 else "\n\n" + padded[end + 1:]
     return padded[1 : start + 1] + body.rstrip("\n") + ("\n" if end < 0 else after)
 
+
+
+def depth_overrides(variant, depth):
+    """Builder arguments that give a named variant `depth` blocks (per stage for Swin), for smoke runs.
+
+    The tests and `gpu.sh`'s dry run exercise a script's plumbing, not its figures:
+    a one-block model compiles in a fraction of a twelve-block one's time.
+
+    Args:
+        variant: str. A key of `keras_vit.VARIANTS`.
+        depth: int or None. Blocks (per stage); None for the variant's own.
+
+    Returns:
+        `(keras_kwargs, timm_kwargs)`: for `keras_vit.build_variant` and for
+        `timm.create_model` of the same model; two empty dicts for None.
+    """
+    if depth is None:
+        return {}, {}
+    import keras_vit
+
+    builder = keras_vit.VARIANTS[variant][0]
+    if builder is keras_vit.SwinTransformer:
+        return {"depths": (depth,) * 4}, {"depths": (depth,) * 4}
+    if builder is keras_vit.ConViT:
+        return {"num_layers": depth, "num_gpsa_layers": depth}, {"depth": depth, "local_up_to_layer": depth}
+    return {"num_layers": depth}, {"depth": depth}

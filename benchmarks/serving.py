@@ -41,7 +41,9 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from benchmarks.bench import TIMM_NAMES  # noqa: E402
-from benchmarks.reporting import emit_result, rate, replace_section, run_measurement, write_atomic  # noqa: E402
+from benchmarks.reporting import (  # noqa: E402
+    depth_overrides, emit_result, rate, replace_section, run_measurement, write_atomic,
+)
 
 PATHS = ("keras_xla", "keras_xla_bf16", "tf_bf16", "tf_fp32", "saved_model", "litert_fp32", "litert_dynamic",
          "litert_int8", "openvino_fp32", "openvino_bf16", "timm_fp32", "timm_bf16")
@@ -75,14 +77,14 @@ def _timed(call, steps):
     return statistics.median(times)
 
 
-def _keras_model(variant, image_size, dtype=None):
+def _keras_model(variant, image_size, dtype=None, depth=None):
     import keras_vit
 
     kwargs = {"dtype": dtype} if dtype else {}
-    return keras_vit.build_variant(variant, image_size=image_size, **kwargs)
+    return keras_vit.build_variant(variant, image_size=image_size, **kwargs, **depth_overrides(variant, depth)[0])
 
 
-def run_path(path, variant, batch_size, steps, image_size=224):
+def run_path(path, variant, batch_size, steps, image_size=224, depth=None):
     """Seconds per call of `batch_size` images through `path` (one measurement, this process)."""
     import numpy as np
 
@@ -91,7 +93,7 @@ def run_path(path, variant, batch_size, steps, image_size=224):
     if path.startswith("timm"):
         from tests.reference import timm, torch  # the torchvision shim, then timm
 
-        model = timm.create_model(TIMM_NAMES[variant], img_size=image_size).eval()
+        model = timm.create_model(TIMM_NAMES[variant], img_size=image_size, **depth_overrides(variant, depth)[1]).eval()
         x = torch.from_numpy(images.transpose(0, 3, 1, 2) / 255.0)
         autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=path == "timm_bf16")
 
@@ -103,14 +105,14 @@ def run_path(path, variant, batch_size, steps, image_size=224):
         import keras
 
         bf16 = path.endswith("bf16")
-        model = _keras_model(variant, image_size, "mixed_bfloat16" if bf16 else None)
+        model = _keras_model(variant, image_size, "mixed_bfloat16" if bf16 else None, depth)
         model.compile(jit_compile=path.startswith("keras_xla"))
         keras.config.set_dtype_policy("float32")
         return _timed(lambda: model.predict_on_batch(images), steps)
     from keras_vit import export
 
     with tempfile.TemporaryDirectory(prefix="serving-") as folder:
-        model = _keras_model(variant, image_size)
+        model = _keras_model(variant, image_size, depth=depth)
         if path == "saved_model":
             import tensorflow as tf
 
@@ -138,7 +140,7 @@ def run_path(path, variant, batch_size, steps, image_size=224):
 
 
 def single(args):
-    seconds = run_path(args.path, args.variant, args.batch_size, args.steps, args.image_size)
+    seconds = run_path(args.path, args.variant, args.batch_size, args.steps, args.image_size, args.depth)
     emit_result({"path": args.path, "variant": args.variant, "batch_size": args.batch_size,
                  "images_per_s": args.batch_size / seconds})
 
@@ -177,6 +179,8 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--image_size", type=int, default=224)
     parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md's CPU serving section")
+    parser.add_argument("--depth", type=int, default=None,
+                        help="blocks instead of the variant's, for smoke runs of the script")
     parser.add_argument("--benchmarks_md", default=os.path.join(ROOT, "BENCHMARKS.md"), help=argparse.SUPPRESS)
     parser.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
@@ -185,6 +189,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.single:
         return single(args)
+    if args.depth is not None and args.depth < 1:
+        parser.error(f"--depth must be a positive integer. Received: {args.depth}")
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     unknown = [p for p in paths if p not in PATHS]
     if unknown or not paths:
@@ -200,7 +206,8 @@ def main(argv=None):
             for path in paths:
                 rows.append(run_measurement(
                     [os.path.abspath(__file__), "--single", f"--path={path}", f"--variant={variant}",
-                     f"--batch_size={batch}", f"--steps={args.steps}", f"--image_size={args.image_size}"],
+                     f"--batch_size={batch}", f"--steps={args.steps}", f"--image_size={args.image_size}",
+                     *([f"--depth={args.depth}"] if args.depth is not None else [])],
                     path=path, variant=variant, batch_size=batch))
                 print(f"{variant} batch {batch} {path}: "
                       f"{rows[-1].get('images_per_s', rows[-1].get('error'))}", file=sys.stderr, flush=True)

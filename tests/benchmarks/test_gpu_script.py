@@ -12,8 +12,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 STEPS = ("attention", "vit_b16_train", "vit_b16_infer", "vit_b16_fit", "deit_s16_train", "swin_t_train")
 
 
-# Over 60 s (about 100 s): six processes, each building a model and compiling its step (one
-# for the attention check, five for bench.py), as the device call runs them.
+# Over 60 s (about 85 s): eleven processes (the attention check, five bench.py parents and their
+# measuring children), each building a one-block model and compiling its step, as the device call runs them.
 def test_dry_run_runs_every_step_and_writes_the_table(tmp_path):
     result = subprocess.run(["bash", "benchmarks/gpu.sh", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
                             env={**os.environ, "DRY_RUN": "1"}, timeout=900)

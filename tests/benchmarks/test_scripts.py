@@ -18,7 +18,7 @@ def run(*args):
 def test_bench_prints_keras_and_timm_rows_with_a_ratio(tmp_path):
     output = tmp_path / "table.md"
     text = run("benchmarks/bench.py", "--variants=ViT_Ti16", "--image_sizes=32", "--batch_sizes=2",
-               "--modes=infer", "--steps=1", "--repeats=2", "--vs=timm", f"--output={output}")
+               "--modes=infer", "--steps=1", "--repeats=2", "--vs=timm", "--depth=1", f"--output={output}")
     rows = [line for line in text.splitlines() if line.startswith("| keras") or line.startswith("| timm")]
     assert len(rows) == 2 and "failed" not in text
     keras_row = [cell.strip() for cell in rows[0].split("|")]
@@ -31,7 +31,7 @@ def test_bench_prints_keras_and_timm_rows_with_a_ratio(tmp_path):
 def test_bench_compares_swin_t_with_timms_swin_tiny():
     # 32 px: an 8 x 8 map in Swin-T's 7 x 7 windows (padded), then maps smaller than the window.
     text = run("benchmarks/bench.py", "--variants=Swin_T", "--image_sizes=32", "--batch_sizes=2",
-               "--modes=infer", "--steps=1", "--vs=timm")
+               "--modes=infer", "--steps=1", "--vs=timm", "--depth=1")
     rows = [[cell.strip() for cell in line.split("|")] for line in text.splitlines()
             if line.startswith("| keras") or line.startswith("| timm")]
     assert [row[1:3] for row in rows] == [["keras", "Swin_T"], ["timm", "Swin_T"]] and "failed" not in text
@@ -78,12 +78,12 @@ def _table_rows(text):
             if line.startswith("| ") and not line.startswith("| case")]
 
 
-# Over 60 s (about 115 s): each case is a process of its own with an XLA compile, as the script
-# measures them; four cases cover the script's kinds (patched, model argument, compile argument,
-# distribution scope).
+# About 45 s: each case is a process of its own with an XLA compile, as the script measures them
+# (a two-block model); four cases cover the script's kinds (patched, model argument, compile
+# argument, distribution scope).
 def test_fast_paths_measures_each_case_and_remat_lowers_the_peak(tmp_path):
     output = tmp_path / "fast_paths.md"
-    text = run("benchmarks/fast_paths.py", "--model=main_job", "--batch_size=8", "--steps=2",
+    text = run("benchmarks/fast_paths.py", "--model=main_job", "--batch_size=8", "--steps=2", "--depth=2",
                "--steps_per_execution=2", "--cases=shipped,remat,steps_per_execution,xla_mirrored",
                f"--output={output}")
     rows = {row[0]: row for row in _table_rows(text)}
@@ -109,25 +109,26 @@ def _dot_rows(text):
 
 
 def test_profile_step_names_the_hlos_and_rates_the_dots():
-    text = run("benchmarks/profile_step.py", "--variant=ViT_Ti16", "--image_size=32", "--batch_size=2", "--top=5")
+    text = run("benchmarks/profile_step.py", "--variant=ViT_Ti16", "--image_size=32", "--batch_size=2", "--top=5",
+               "--depth=2")
     assert "kernel CPU" in text
     kinds = text.split("| HLO kind |")[1].split("| dot output |")[0]
     assert len([line for line in kinds.splitlines() if line.startswith("| ") and "---" not in line]) == 5
     dots = _dot_rows(text)
-    # Every block's fc1 forward product is one group: (2 x 5 tokens, 768) from 192 inputs.
+    # Every block's fc1 forward product is one group: (2 x 5 tokens, 768) from 192 inputs, once per block.
     fc1 = [line for line in dots if re.search(r"block_\*[^|]*/mlp[^|]*/fc1[^|]*/", line) and "gradient" not in line]
-    assert fc1 and "| 10x768 | 192 |" in fc1[0] and "| 12 |" in fc1[0], dots
+    assert fc1 and "| 10x768 | 192 |" in fc1[0] and "| 2 |" in fc1[0], dots
 
 
 def test_profile_step_rates_the_products_jax_hands_to_a_library():
     # Under JAX, XLA:CPU runs the dense products as library fusions (`ynn_fusion`),
     # traced under the fusion's name: they must still be found and rated as dots.
     text = run("benchmarks/profile_step.py", "--backend=jax", "--variant=ViT_Ti16", "--image_size=32",
-               "--batch_size=2", "--top=5")
+               "--batch_size=2", "--top=5", "--depth=2")
     assert ", jax, batch 2:" in text
     dots = _dot_rows(text)
     fc1 = [line for line in dots if re.search(r"jvp\(block_\*\)/mlp/fc1/", line) and "transpose(" not in line]
-    assert len(fc1) == 1 and "| 10x768 | 192 |" in fc1[0] and "| 12 |" in fc1[0], dots
+    assert len(fc1) == 1 and "| 10x768 | 192 |" in fc1[0] and "| 2 |" in fc1[0], dots
     assert float(fc1[0].split("|")[-2]) > 0  # GFLOP/s
 
 

@@ -1,4 +1,4 @@
-"""keras_vit: Vision Transformers (ViT, hybrid ResNet+ViT, DeiT, ConViT, Swin) for Keras 3."""
+"""keras_vit: Vision Transformers (ViT, hybrid ResNet+ViT, DeiT, ConViT, Swin, DINOv2) for Keras 3."""
 
 from keras_vit import (
     analysis, evaluation, export, few_shot, inspection, layers, preprocessing, pretraining, schedules, utils, weights,
@@ -11,6 +11,7 @@ from keras_vit.models import (
     AxialViT_B16,
     AxialViT_B32,
     ConViT,
+    DINOv2,
     MaskedPatchPrediction,
     SwinTransformer,
     VisionTransformer,
@@ -18,6 +19,16 @@ from keras_vit.models import (
     build_variant,
     distillation_heads,
     head,
+)
+from keras_vit.models.dinov2 import (
+    DINOv2_B14,
+    DINOv2_B14_reg4,
+    DINOv2_G14,
+    DINOv2_G14_reg4,
+    DINOv2_L14,
+    DINOv2_L14_reg4,
+    DINOv2_S14,
+    DINOv2_S14_reg4,
 )
 from keras_vit.models.variants import (
     ConViT_B,

@@ -105,6 +105,7 @@ ARCHITECTURE_KEYS = (
     "resnet_stages", "num_gpsa_layers", "num_channels", "distillation",
     "embed_dim", "depths", "mlp_ratio", "absolute_position_embedding",
     "position_embedding", "position_embedding_at", "train_gating",
+    "mlp_activation", "num_register_tokens",
 )
 
 # The papers' ablation switches (issue #29) that change a model's weights or

@@ -57,11 +57,16 @@ def first_layer(model, classes):
 
 
 def family(model):
-    """`"Swin"`, `"ViT"` (ViT, DeiT, hybrid, ConViT, Axial-ViT) or None (not a keras_vit graph).
+    """`"Swin"`, `"ViT"` (ViT, DeiT, hybrid, ConViT, Axial-ViT), a registered family or None (not a keras_vit graph).
 
     Axial-ViT is of the ViT family: its stem, norm and head are ViT's, and only
     its blocks differ (see `is_axial`).
     """
+    block = first_layer(model, BLOCK_CLASSES)
+    # A registered family's blocks name it (`keras_vit.families`).
+    registered = getattr(block, "checkpoint_family", None)
+    if registered is not None:
+        return registered
     if first_layer(model, SwinPatchEmbedding) is not None:
         return SWIN_FAMILY
     if first_layer(model, PatchEncoder) is not None:
@@ -158,18 +163,19 @@ def swin_stages(model):
 
 
 def prefix_token_counts(model):
-    """How many class and distillation tokens lead each ViT-like block's input.
+    """How many non-patch tokens (class, distillation, registers) lead each ViT-like block's input.
 
-    Counted from the token layers met before each block in graph order: ConViT
-    inserts its class token only after the last GPSA block. Axial-ViT has no
-    such tokens (they have no row or column), so its blocks count 0.
+    Counted from the token layers met before each block in graph order, each
+    saying how many it adds (`adds_prefix_tokens`): ConViT inserts its class
+    token only after the last GPSA block. Axial-ViT has no such tokens (they
+    have no row or column), so its blocks count 0.
     """
     counts, inserted = [], 0
     for layer in model.layers:
-        if isinstance(layer, (ClassToken, DistillationToken)):
-            inserted += 1
-        elif isinstance(layer, VIT_BLOCK_CLASSES):
+        if isinstance(layer, VIT_BLOCK_CLASSES):
             counts.append(inserted)
+        else:
+            inserted += getattr(layer, "adds_prefix_tokens", 0)
     return counts
 
 
@@ -336,6 +342,11 @@ def model_architecture(model):
     else:
         arguments = vit_arguments(model)
         builder = "ConViT" if arguments["num_gpsa_layers"] else "VisionTransformer"
+        block = first_layer(model, TransformerBlock)
+        if hasattr(block, "architecture_arguments"):
+            # A registered family's block gives its builder and own arguments.
+            builder, own = block.architecture_arguments(model)
+            arguments.update(own)
     inputs = getattr(model, "inputs", None)
     if inputs:
         arguments["num_channels"] = inputs[0].shape[-1]

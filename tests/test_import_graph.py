@@ -94,6 +94,7 @@ def test_layers_import_nothing_above_them():
 RANKS = {
     "keras_vit.layers": 0,
     "keras_vit.architectures": 1,
+    "keras_vit.families": 1,
     "keras_vit.files": 1,
     "keras_vit.images": 1,
     "keras_vit.imagenet": 1,

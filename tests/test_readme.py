@@ -33,7 +33,7 @@ def test_the_site_shows_the_same_two_commands():
         assert command in page, command
 
 
-FAMILIES = ("ViT", "hybrid ResNet+ViT", "DeiT", "ConViT", "Swin")
+FAMILIES = ("ViT", "hybrid ResNet+ViT", "DeiT", "ConViT", "Swin", "DINOv2")
 
 
 def test_readme_and_package_description_name_every_family():

@@ -37,6 +37,10 @@ class ClassToken(keras.layers.Layer):
         Tensor of shape `(batch, length + 1, hidden_size)`.
     """
 
+    # How many non-patch tokens the layer puts before the patches, read by
+    # `keras_vit.inspection.prefix_token_counts` (a family's token layers say theirs).
+    adds_prefix_tokens = 1
+
     def __init__(
         self,
         use_position_embedding=True,

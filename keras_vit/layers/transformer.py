@@ -238,11 +238,28 @@ class PreNormBlock(keras.layers.Layer):
     attributes its `__init__` checks (`num_heads`, `mlp_dim`, the rates,
     `layer_norm_epsilon`, `kernel_initializer`, `mlp_bias_initializer`, `remat`)
     and builds its attention in `_make_attention`; the sublayers are `norm1`,
-    `attention`, `norm2` and `mlp`.
+    `attention`, `norm2` and `mlp`. A subclass may replace the MLP
+    (`_make_mlp`) and scale each residual branch before it is added
+    (`_make_branch_scales`, e.g. LayerScale).
     """
 
     def _make_attention(self):
         raise NotImplementedError
+
+    def _make_mlp(self):
+        """The MLP of the block: ViT's two dense layers with a GELU (`MLPBlock`)."""
+        return MLPBlock(
+            self.mlp_dim,
+            dropout_rate=self.dropout_rate,
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.mlp_bias_initializer,
+            dtype=self.dtype_policy,
+            name="mlp",
+        )
+
+    def _make_branch_scales(self):
+        """Layers applied to the attention and the MLP branch before their residual sums; `(None, None)` for none."""
+        return None, None
 
     def build(self, input_shape):
         def layer_norm(name):
@@ -256,15 +273,12 @@ class PreNormBlock(keras.layers.Layer):
         self.attention = self._make_attention()
         self.attention.build(input_shape)
         self.norm2 = layer_norm("norm2")
-        self.mlp = MLPBlock(
-            self.mlp_dim,
-            dropout_rate=self.dropout_rate,
-            kernel_initializer=self.kernel_initializer,
-            bias_initializer=self.mlp_bias_initializer,
-            dtype=self.dtype_policy,
-            name="mlp",
-        )
+        self.mlp = self._make_mlp()
         self.mlp.build(input_shape)
+        self.attention_scale, self.mlp_scale = self._make_branch_scales()
+        for scale in (self.attention_scale, self.mlp_scale):
+            if scale is not None:
+                scale.build(input_shape)
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
         self.drop_path = StochasticDepth(self.drop_path_rate, dtype=self.dtype_policy)
         resolve_dtype_policies(self)
@@ -288,8 +302,12 @@ class PreNormBlock(keras.layers.Layer):
         if return_attention_scores:
             x, scores = x
         x = self.dropout(x, training=training)
+        if self.attention_scale is not None:
+            x = self.attention_scale(x)
         tokens = tokens + self.drop_path.apply_keep_mask(x, attention_keep)
         x = self.mlp(self.norm2(tokens, training=training), training=training)
+        if self.mlp_scale is not None:
+            x = self.mlp_scale(x)
         tokens = tokens + self.drop_path.apply_keep_mask(x, mlp_keep)
         return (tokens, scores) if return_attention_scores else tokens
 

@@ -212,6 +212,10 @@ class Family:
         feature_size: tuple. The stem's output size at `image_size` (the
             image size without a stem).
         feature_stride: int. The stem's downsampling (1 without a stem).
+        extra_tokens: callable `tokens -> tokens` that prepends tokens of the
+            family's own before the class (and distillation) token joins, so
+            that they sit between it and the patches (DINOv2's registers,
+            Darcet et al. 2024), or None.
     """
 
     make_block: Callable
@@ -222,6 +226,7 @@ class Family:
     stem: Optional[Callable] = None
     feature_size: Optional[tuple] = None
     feature_stride: int = 1
+    extra_tokens: Optional[Callable] = None
 
     def __post_init__(self):
         if self.grid_blocks > self.tokens_at:
@@ -298,7 +303,9 @@ def build_encoder_model(config, family):
 
 
 def _prefix_tokens(x, config, family, init):
-    """The class token (with `pooling="token"`) and DeiT's distillation token."""
+    """The class token (with `pooling="token"`), DeiT's distillation token and the family's extra tokens."""
+    if family.extra_tokens is not None:
+        x = family.extra_tokens(x)
     if config.pooling != "token":
         return x
     if family.token_position_embeddings and config.stem_position_embedding:

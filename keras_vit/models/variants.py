@@ -10,7 +10,7 @@ from keras_vit.models.swin import SwinTransformer
 from keras_vit.models.vit import VisionTransformer
 from keras_vit.weights.registry import KNOWN_CHECKPOINTS, check_fits, find_checkpoint, is_checkpoint_file
 
-_BUILDERS = {
+BUILDERS = {
     "VisionTransformer": VisionTransformer, "ConViT": ConViT, "SwinTransformer": SwinTransformer, "AxialViT": AxialViT,
 }
 # Builders of which no checkpoint was published: they refuse `weights` themselves,
@@ -18,7 +18,7 @@ _BUILDERS = {
 _WITHOUT_CHECKPOINTS = (AxialViT,)
 
 # name -> (builder, keyword arguments), from the one table.
-VARIANTS = {name: (_BUILDERS[builder], config) for name, (builder, config) in ARCHITECTURES.items()}
+VARIANTS = {name: (BUILDERS[builder], config) for name, (builder, config) in ARCHITECTURES.items()}
 """Every named variant: `name -> (builder, table arguments)`, from
 `keras_vit.architectures.ARCHITECTURES`.
 """
@@ -90,7 +90,7 @@ def _check_keywords(variant, builder, kwargs):
         )
 
 
-def _make_builder(variant):
+def make_builder(variant):
     builder, config = VARIANTS[variant]
     sizes = ", ".join(f"{key}={value}" for key, value in config.items())
     own = sorted(key.split("/", 1)[1] for key in KNOWN_CHECKPOINTS if key.split("/")[0] == variant)
@@ -110,36 +110,36 @@ def _make_builder(variant):
     return build
 
 
-ViT_Ti16 = _make_builder("ViT_Ti16")
-ViT_S16 = _make_builder("ViT_S16")
-ViT_B16 = _make_builder("ViT_B16")
-ViT_B32 = _make_builder("ViT_B32")
-ViT_B8 = _make_builder("ViT_B8")
-ViT_L16 = _make_builder("ViT_L16")
-ViT_L32 = _make_builder("ViT_L32")
-ViT_H14 = _make_builder("ViT_H14")
-R_ViT_Ti16 = _make_builder("R_ViT_Ti16")
-R26_ViT_S32 = _make_builder("R26_ViT_S32")
-R26_ViT_B32 = _make_builder("R26_ViT_B32")
-R50_ViT_B16 = _make_builder("R50_ViT_B16")
-R50_ViT_L32 = _make_builder("R50_ViT_L32")
-DeiT_Ti16 = _make_builder("DeiT_Ti16")
-DeiT_S16 = _make_builder("DeiT_S16")
-DeiT_B16 = _make_builder("DeiT_B16")
-DeiT_B16_384 = _make_builder("DeiT_B16_384")
-DeiT_Ti16_distilled = _make_builder("DeiT_Ti16_distilled")
-DeiT_S16_distilled = _make_builder("DeiT_S16_distilled")
-DeiT_B16_distilled = _make_builder("DeiT_B16_distilled")
-DeiT_B16_384_distilled = _make_builder("DeiT_B16_384_distilled")
-ConViT_Ti = _make_builder("ConViT_Ti")
-ConViT_S = _make_builder("ConViT_S")
-ConViT_B = _make_builder("ConViT_B")
-ConViT_Ti_plus = _make_builder("ConViT_Ti_plus")
-ConViT_S_plus = _make_builder("ConViT_S_plus")
-ConViT_B_plus = _make_builder("ConViT_B_plus")
-Swin_T = _make_builder("Swin_T")
-Swin_S = _make_builder("Swin_S")
-Swin_B = _make_builder("Swin_B")
-Swin_L = _make_builder("Swin_L")
-Swin_B384 = _make_builder("Swin_B384")
-Swin_L384 = _make_builder("Swin_L384")
+ViT_Ti16 = make_builder("ViT_Ti16")
+ViT_S16 = make_builder("ViT_S16")
+ViT_B16 = make_builder("ViT_B16")
+ViT_B32 = make_builder("ViT_B32")
+ViT_B8 = make_builder("ViT_B8")
+ViT_L16 = make_builder("ViT_L16")
+ViT_L32 = make_builder("ViT_L32")
+ViT_H14 = make_builder("ViT_H14")
+R_ViT_Ti16 = make_builder("R_ViT_Ti16")
+R26_ViT_S32 = make_builder("R26_ViT_S32")
+R26_ViT_B32 = make_builder("R26_ViT_B32")
+R50_ViT_B16 = make_builder("R50_ViT_B16")
+R50_ViT_L32 = make_builder("R50_ViT_L32")
+DeiT_Ti16 = make_builder("DeiT_Ti16")
+DeiT_S16 = make_builder("DeiT_S16")
+DeiT_B16 = make_builder("DeiT_B16")
+DeiT_B16_384 = make_builder("DeiT_B16_384")
+DeiT_Ti16_distilled = make_builder("DeiT_Ti16_distilled")
+DeiT_S16_distilled = make_builder("DeiT_S16_distilled")
+DeiT_B16_distilled = make_builder("DeiT_B16_distilled")
+DeiT_B16_384_distilled = make_builder("DeiT_B16_384_distilled")
+ConViT_Ti = make_builder("ConViT_Ti")
+ConViT_S = make_builder("ConViT_S")
+ConViT_B = make_builder("ConViT_B")
+ConViT_Ti_plus = make_builder("ConViT_Ti_plus")
+ConViT_S_plus = make_builder("ConViT_S_plus")
+ConViT_B_plus = make_builder("ConViT_B_plus")
+Swin_T = make_builder("Swin_T")
+Swin_S = make_builder("Swin_S")
+Swin_B = make_builder("Swin_B")
+Swin_L = make_builder("Swin_L")
+Swin_B384 = make_builder("Swin_B384")
+Swin_L384 = make_builder("Swin_L384")

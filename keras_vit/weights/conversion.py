@@ -9,6 +9,7 @@ big_vision `.npz`, timm state dicts and keras_vit's own names
 
 import dataclasses
 
+from keras_vit.families import FAMILIES, family_of_checkpoint, family_of_keras_file
 from keras_vit.inspection import SWIN_FAMILY, VIT_FAMILY
 from keras_vit.weights.converters import CONVERTERS
 from keras_vit.weights.huggingface import (
@@ -58,14 +59,23 @@ class Conversion:
 
 
 def checkpoint_layout(fmt, arrays):
-    """The layout of a checkpoint's keys and its model family, as `(layout, family)`."""
+    """The layout of a checkpoint's keys and its model family, as `(layout, family)`.
+
+    The registered families (`keras_vit.families`) are asked first.
+    """
     if fmt == "keras":
+        registered = family_of_keras_file(arrays)
+        if registered is not None:
+            return KERAS_VIT, registered
         family = (
             SWIN_FAMILY if "patch_embed/proj/kernel" in arrays
             else VIT_FAMILY if "patch_encoder/projection/kernel" in arrays
             else None
         )
         return KERAS_VIT, family
+    spec, layout = family_of_checkpoint(fmt, arrays)
+    if spec is not None:
+        return layout, spec.name
     layout = swin_layout(arrays)
     if layout is not None:
         return layout, SWIN_FAMILY
@@ -90,6 +100,8 @@ def convert_checkpoint(fmt, arrays):
             naming the entry (not the file: the caller adds it).
     """
     layout, family = checkpoint_layout(fmt, arrays)
+    if family in FAMILIES and layout != KERAS_VIT:
+        return Conversion(layout, family, *FAMILIES[family].convert(layout, arrays))
     if layout in SWIN_LAYOUTS:
         weights, position, unused, origins = convert_swin(arrays, layout)
         return Conversion(layout, family, weights, position, unused, origins)

@@ -16,6 +16,7 @@ import numpy as np
 from keras import ops
 
 from keras_vit import inspection
+from keras_vit.families import FAMILIES
 from keras_vit.inspection import SWIN_FAMILY, SWIN_POSITION
 from keras_vit.layers.position import check_interpolation
 from keras_vit.layers.validation import check_bool
@@ -56,15 +57,18 @@ def resolve_checkpoint(checkpoint, model):
 
 
 def _check_family(conversion, model, source):
-    """Refuses a checkpoint of one family (ViT or Swin) for a model of the other."""
+    """Refuses a checkpoint of one family (ViT, Swin or a registered one) for a model of another."""
     family = inspection.family(model)
     if family is None or conversion.family is None or conversion.family == family:
         return
-    kind = "a SwinTransformer" if family == SWIN_FAMILY else "a ViT, hybrid or ConViT"
+    if family in FAMILIES:
+        kind, expected = f"a {family} model", FAMILIES[family].expected_files
+    else:
+        kind = "a SwinTransformer" if family == SWIN_FAMILY else "a ViT, hybrid or ConViT"
+        expected = EXPECTED_FILES[family]
     raise ValueError(
         f"{source} holds a {conversion.family} checkpoint ({conversion.layout} layout) and "
-        f"cannot be loaded into the model {model.name!r}, {kind}; expected "
-        f"{EXPECTED_FILES[family]}."
+        f"cannot be loaded into the model {model.name!r}, {kind}; expected {expected}."
     )
 
 
@@ -129,7 +133,9 @@ def load_weights(
       `position_interpolation` picks another mode, e.g. the one of the
       checkpoint's own code (table in `keras_vit.weights.position_embedding`):
       `"bilinear_scipy"` for the official ViT `.npz`, `"bicubic"` with
-      `position_antialias=True` for timm's files.
+      `position_antialias=True` for timm's files. A model of a registered
+      family (`keras_vit.families`, e.g. DINOv2) resamples with its own
+      `position_interpolation` and `position_antialias`.
     - Swin relative position bias tables of another window are resampled
       bicubically (`keras_vit.weights.position_embedding.resample_bias_table`); another
       image size with the same window needs nothing.
@@ -194,6 +200,11 @@ def load_weights(
     variables = {v.path: v for v in model.weights}
     weights = dict(conversion.weights)
     swin = inspection.family(model) == SWIN_FAMILY
+    if position_interpolation is None and inspection.family(model) in FAMILIES:
+        # A registered family's model resamples a checkpoint's grid as it
+        # resamples per call: its builder set that as the reference does.
+        encoder = inspection.patch_encoder(model)
+        position_interpolation, position_antialias = encoder.interpolation, encoder.antialias
     values = _fit_position(
         conversion.position, variables, swin, position_interpolation, position_antialias, source, report
     )

@@ -53,6 +53,16 @@ EXPECTED_PARAMETERS = {
     "Swin_L": 196_532_476,
     "Swin_B384": 87_903_584,
     "Swin_L384": 196_735_516,
+    # DINOv2 at 518 px without a head: timm 1.0.31's `vit_{small,base,large,giant}_patch14[_reg4]_dinov2`
+    # (with registers, no class slot in the position embeddings: `no_embed_class`).
+    "DINOv2_S14": 22_056_192,
+    "DINOv2_B14": 86_579_712,
+    "DINOv2_L14": 304_367_616,
+    "DINOv2_G14": 1_136_479_232,
+    "DINOv2_S14_reg4": 22_057_344,
+    "DINOv2_B14_reg4": 86_582_016,
+    "DINOv2_L14_reg4": 304_370_688,
+    "DINOv2_G14_reg4": 1_136_483_840,
 }
 
 
@@ -70,7 +80,9 @@ def test_parameter_count(name):
     with keras.StatelessScope(initialize_variables=False):
         model = getattr(keras_vit, name)()
         assert model.count_params() == EXPECTED_PARAMETERS[name]
-        assert model.output_shape == (None, 1000)
+        # DINOv2's checkpoints have no head: its builders return the class token's features.
+        width = VARIANTS[name][1].get("hidden_size")
+        assert model.output_shape == ((None, width) if name.startswith("DINOv2") else (None, 1000))
     del model
     keras.backend.clear_session()
 

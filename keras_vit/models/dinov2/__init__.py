@@ -1,0 +1,47 @@
+"""DINOv2 (Oquab et al. 2023) and DINOv2 with registers (Darcet et al., ICLR 2024).
+
+The whole family lives in this folder: its layers (`layers.py`), builder
+(`builder.py`), named sizes (`sizes.py`) and checkpoints (`checkpoints.py`:
+names, converters, evaluation preprocessing). This `__init__` registers it
+with the shared code, once (`keras_vit.models.registration`).
+"""
+
+from keras_vit.families import FamilySpec
+from keras_vit.models.dinov2 import checkpoints
+from keras_vit.models.dinov2.builder import DINOv2
+from keras_vit.models.dinov2.layers import DINOv2Block, LayerScale, RegisterTokens, SwiGLUBlock
+from keras_vit.models.dinov2.sizes import ARCHITECTURES
+from keras_vit.models.registration import register_family
+
+SPEC = FamilySpec(
+    name="DINOv2",
+    builders={"DINOv2": DINOv2},
+    architectures=ARCHITECTURES,
+    checkpoint_layout=checkpoints.checkpoint_layout,
+    convert=checkpoints.convert,
+    is_keras_file=lambda arrays: any(key.endswith("/ls1/gamma") for key in arrays),
+    known_checkpoints=checkpoints.known_checkpoints(),
+    preprocessing=checkpoints.evaluation_preprocessing(),
+    timm_preprocessing=checkpoints.timm_preprocessing(),
+    timm_tags=checkpoints.timm_tags(),
+    expected_files=(
+        "a DINOv2 checkpoint: a timm `vit_*_patch14[_reg4]_dinov2` or transformers `Dinov2Model` / "
+        "`Dinov2WithRegistersModel` state dict (.safetensors) or a keras_vit .keras file of a DINOv2 model"
+    ),
+)
+
+_builders = register_family(SPEC)
+DINOv2_S14 = _builders["DINOv2_S14"]
+DINOv2_B14 = _builders["DINOv2_B14"]
+DINOv2_L14 = _builders["DINOv2_L14"]
+DINOv2_G14 = _builders["DINOv2_G14"]
+DINOv2_S14_reg4 = _builders["DINOv2_S14_reg4"]
+DINOv2_B14_reg4 = _builders["DINOv2_B14_reg4"]
+DINOv2_L14_reg4 = _builders["DINOv2_L14_reg4"]
+DINOv2_G14_reg4 = _builders["DINOv2_G14_reg4"]
+
+__all__ = [
+    "DINOv2", "DINOv2Block", "LayerScale", "RegisterTokens", "SwiGLUBlock", "SPEC",
+    "DINOv2_S14", "DINOv2_B14", "DINOv2_L14", "DINOv2_G14",
+    "DINOv2_S14_reg4", "DINOv2_B14_reg4", "DINOv2_L14_reg4", "DINOv2_G14_reg4",
+]

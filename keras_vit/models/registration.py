@@ -1,0 +1,58 @@
+"""Registers a family folder's `FamilySpec` with the shared tables, once.
+
+`register_family` is the one call a family makes (from its folder's
+`__init__`): it records the spec in `keras_vit.families.FAMILIES`, which the
+weight loader and the inspection read, and adds the family's named sizes,
+known checkpoints and their preprocessing to the tables every other family's
+entries live in, so that `build_variant`, `weights=` names, `eval_config` and
+the parameter-count test see them like any other. Registering a name twice,
+or a variant or checkpoint another family holds, is refused.
+"""
+
+from keras_vit import architectures
+from keras_vit.families import FAMILIES, FamilySpec
+from keras_vit.models import variants
+from keras_vit.preprocessing import checkpoints as preprocessing_tables
+from keras_vit.weights import registry
+
+
+def _add(table, entries, what, family):
+    taken = sorted(set(entries) & set(table))
+    if taken:
+        raise ValueError(f"Family {family!r} registers {what} that exist already: {taken}")
+    table.update(entries)
+
+
+def register_family(spec):
+    """Adds a family to keras_vit's tables.
+
+    Args:
+        spec: `keras_vit.families.FamilySpec`.
+
+    Returns:
+        `{variant: builder}`: a thin named builder per entry of
+        `spec.architectures` (as `keras_vit.ViT_B16`), for the family's
+        package to export.
+
+    Raises:
+        ValueError: for a spec that is not a `FamilySpec`, a family
+            registered already, or a variant, builder or checkpoint name
+            another family holds.
+    """
+    if not isinstance(spec, FamilySpec):
+        raise ValueError(f"`spec` must be a keras_vit.families.FamilySpec. Received: spec={spec!r}")
+    if spec.name in FAMILIES:
+        raise ValueError(f"Family {spec.name!r} is registered already.")
+    unknown = sorted({builder for builder, _ in spec.architectures.values()} - set(spec.builders))
+    if unknown:
+        raise ValueError(f"Family {spec.name!r} has variants of builders it does not give: {unknown}")
+    _add(variants.BUILDERS, spec.builders, "builders", spec.name)
+    _add(architectures.ARCHITECTURES, spec.architectures, "variants", spec.name)
+    _add(variants.VARIANTS, {name: (spec.builders[builder], config)
+                             for name, (builder, config) in spec.architectures.items()}, "variants", spec.name)
+    _add(registry.KNOWN_CHECKPOINTS, spec.known_checkpoints, "checkpoints", spec.name)
+    _add(preprocessing_tables.CHECKPOINT_PREPROCESSING, spec.preprocessing, "preprocessing", spec.name)
+    _add(preprocessing_tables.TIMM_PREPROCESSING, spec.timm_preprocessing, "timm preprocessing", spec.name)
+    _add(preprocessing_tables.TIMM_PRETRAINED_TAGS, spec.timm_tags, "timm tags", spec.name)
+    FAMILIES[spec.name] = spec
+    return {name: variants.make_builder(name) for name in spec.architectures}

@@ -18,8 +18,10 @@ from tests.testing import to_numpy
 from tests.weights.checkpoints import randomize_torch
 
 TOLERANCE = 1e-4
-# Tiny: a 3 x 3 grid of 14-pixel patches, 32 wide; SwiGLU's gated width 48.
-TINY = dict(image_size=42, patch_size=14, hidden_size=32, num_layers=2, num_heads=2, preprocessing=None)
+# Tiny but at the size the issue names: 224 px, a 16 x 16 grid of 14-pixel patches, 32 wide;
+# SwiGLU's gated width 48. Files are resampled to 280 px (20 x 20), as the references do.
+SIZE, OTHER_SIZE, GRID = 224, 280, 16
+TINY = dict(image_size=SIZE, patch_size=14, hidden_size=32, num_layers=2, num_heads=2, preprocessing=None)
 MLP = {"gelu": 64, "swiglu": 48}
 CASES = [("gelu", 0), ("gelu", 4), ("swiglu", 0), ("swiglu", 4)]
 
@@ -37,7 +39,7 @@ def _keras(mlp_activation, registers, **overrides):
                                "num_register_tokens": registers, **overrides})
 
 
-def _timm(mlp_activation, registers, image_size=42):
+def _timm(mlp_activation, registers, image_size=SIZE):
     from timm.layers import SwiGLUPacked
     from timm.models.vision_transformer import VisionTransformer
 
@@ -67,7 +69,7 @@ def test_timm_file_gives_timms_features_and_tokens(tmp_path, mlp_activation, reg
     assert report.layout == checkpoints.TIMM_DINOV2 and len(report.loaded) == len(model.weights)
     # Parameter for parameter the same model as timm's (registers: no class slot in `pos_embed`).
     assert model.count_params() == sum(p.numel() for p in reference.parameters())
-    x = _images(42)
+    x = _images(SIZE)
     with torch.no_grad():
         expected_tokens = reference.forward_features(_nchw(x)).numpy()
         expected = reference(_nchw(x)).numpy()
@@ -75,24 +77,24 @@ def test_timm_file_gives_timms_features_and_tokens(tmp_path, mlp_activation, reg
     np.testing.assert_allclose(to_numpy(model(x)), expected, atol=TOLERANCE, rtol=0)
     # timm's order: class, registers, patches, all after the final norm.
     tokens = to_numpy(keras_vit.backbone(model)(x))
-    assert tokens.shape == (2, 1 + registers + 9, 32)
+    assert tokens.shape == (2, 1 + registers + GRID * GRID, 32)
     np.testing.assert_allclose(tokens, expected_tokens, atol=TOLERANCE, rtol=0)
 
 
 @pytest.mark.parametrize("registers", [0, 4])
 def test_timm_file_at_another_size_is_resampled_as_timm_does(tmp_path, registers):
-    # timm builds the 70 px model and resamples the 42 px file's embeddings as it loads it
+    # timm builds the 280 px model and resamples the 224 px file's embeddings as it loads it
     # (`checkpoint_filter_fn`: bicubic, antialiased); keras_vit does the same when asked so.
     from timm.models.vision_transformer import checkpoint_filter_fn
 
     trained = _timm("gelu", registers)
     path = _save(tmp_path / "dinov2.safetensors", trained.state_dict())
-    reference = _timm("gelu", registers, image_size=70).eval()
+    reference = _timm("gelu", registers, image_size=OTHER_SIZE).eval()
     reference.load_state_dict(checkpoint_filter_fn(trained.state_dict(), reference))
-    model = _keras("gelu", registers, image_size=70)
+    model = _keras("gelu", registers, image_size=OTHER_SIZE)
     report = keras_vit.load_weights(model, path, position_interpolation="bicubic", position_antialias=True)
     assert report.resampled
-    x = _images(70, seed=1)
+    x = _images(OTHER_SIZE, seed=1)
     with torch.no_grad():
         expected = reference(_nchw(x)).numpy()
     np.testing.assert_allclose(to_numpy(model(x)), expected, atol=TOLERANCE, rtol=0)
@@ -101,7 +103,7 @@ def test_timm_file_at_another_size_is_resampled_as_timm_does(tmp_path, registers
 def _transformers(mlp_activation, registers):
     from transformers import Dinov2Config, Dinov2Model, Dinov2WithRegistersConfig, Dinov2WithRegistersModel
 
-    common = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, image_size=42, patch_size=14,
+    common = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, image_size=SIZE, patch_size=14,
                   layerscale_value=1e-5, use_swiglu_ffn=mlp_activation == "swiglu",
                   # SwiGLU's width: int(2 / 3 * 64) = 42, rounded up to a multiple of 8: 48.
                   mlp_ratio=2)
@@ -141,7 +143,7 @@ def test_transformers_file_gives_its_pooler_output_and_tokens(tmp_path, mlp_acti
     report = keras_vit.load_weights(model, path)
     assert report.layout == checkpoints.TRANSFORMERS_DINOV2
     assert [key for key, _ in report.skipped] == ["embeddings.mask_token"] and not report.missing
-    x = _images(42)
+    x = _images(SIZE)
     with torch.no_grad():
         output = reference(pixel_values=_nchw(x))
     np.testing.assert_allclose(to_numpy(model(x)), output.pooler_output.numpy(), atol=TOLERANCE, rtol=0)
@@ -159,7 +161,7 @@ def test_dynamic_size_resamples_as_transformers_does(tmp_path, registers):
     path = _save(tmp_path / "model.safetensors", reference.state_dict())
     model = _keras("gelu", registers, dynamic_image_size=True)
     keras_vit.load_weights(model, path)
-    x = _images(70, seed=2)
+    x = _images(OTHER_SIZE, seed=2)
     with torch.no_grad():
         expected = reference(pixel_values=_nchw(x)).pooler_output.numpy()
     np.testing.assert_allclose(to_numpy(model(x)), expected, atol=TOLERANCE, rtol=0)
@@ -167,7 +169,7 @@ def test_dynamic_size_resamples_as_transformers_does(tmp_path, registers):
 
 def test_a_dinov2_file_is_refused_by_a_vit_and_the_other_way_round(tmp_path):
     path = _save(tmp_path / "dinov2.safetensors", _timm("gelu", 0).state_dict())
-    vit = keras_vit.VisionTransformer(image_size=42, patch_size=14, hidden_size=32, num_layers=2, num_heads=2,
+    vit = keras_vit.VisionTransformer(image_size=SIZE, patch_size=14, hidden_size=32, num_layers=2, num_heads=2,
                                       mlp_dim=64, include_top=False, preprocessing=None)
     with pytest.raises(ValueError, match="DINOv2 checkpoint .* a ViT, hybrid or ConViT"):
         keras_vit.load_weights(vit, path)
@@ -182,7 +184,7 @@ def test_keras_file_round_trip_and_reload(tmp_path, mlp_activation, registers):
     import keras
 
     model = _keras(mlp_activation, registers, include_top=True, num_classes=5)
-    x = _images(42)
+    x = _images(SIZE)
     path = tmp_path / "dinov2.keras"
     model.save(path)
     loaded = keras.saving.load_model(path)
@@ -199,12 +201,37 @@ def test_block_maps_skip_the_registers_as_timms_intermediates(tmp_path):
     model = _keras("gelu", 4)
     keras_vit.load_weights(model, _save(tmp_path / "dinov2.safetensors", reference.state_dict()))
     assert keras_vit.inspection.prefix_token_counts(model) == [5, 5]
-    x = _images(42)
+    x = _images(SIZE)
     maps = keras_vit.features(model, blocks=[0])(x)["block_0"]
     with torch.no_grad():
         (expected,) = reference.forward_intermediates(_nchw(x), indices=[0], intermediates_only=True)
-    assert tuple(maps.shape) == (2, 3, 3, 32)
+    assert tuple(maps.shape) == (2, GRID, GRID, 32)
     np.testing.assert_allclose(to_numpy(maps), expected.numpy().transpose(0, 2, 3, 1), atol=TOLERANCE, rtol=0)
+
+
+def test_attention_maps_and_rollout_see_the_registers_as_prefix_tokens():
+    model = _keras("gelu", 4)
+    maps = keras_vit.analysis.attention_maps(model, _images(SIZE))
+    tokens = 1 + 4 + GRID * GRID
+    assert [m.shape for m in maps] == [(2, 2, tokens, tokens)] * 2
+    np.testing.assert_allclose(np.sum(maps[0], axis=-1), 1.0, atol=1e-5)
+    rollout = keras_vit.analysis.attention_rollout(maps, (GRID, GRID))
+    # The class token's row over the patches alone: the registers are not patches.
+    assert rollout.shape == (2, GRID, GRID)
+    np.testing.assert_allclose(rollout.sum(axis=(1, 2)), 1.0, atol=1e-5)
+
+
+def test_saved_model_serves_the_models_probabilities(tmp_path):
+    import tensorflow as tf
+
+    model = _keras("swiglu", 4, include_top=True, num_classes=5, preprocessing="imagenet")
+    images = np.random.default_rng(3).integers(0, 256, (2, SIZE, SIZE, 3)).astype("uint8")
+    path = keras_vit.export.saved_model(model, str(tmp_path / "saved_model"))
+    loaded = tf.saved_model.load(path)  # held: its functions reference its variables
+    served = loaded.serve(tf.constant(images)).numpy()
+    logits = to_numpy(model(images.astype("float32")))
+    expected = np.exp(logits - logits.max(-1, keepdims=True))
+    np.testing.assert_allclose(served, expected / expected.sum(-1, keepdims=True), atol=1e-5, rtol=0)
 
 
 def test_known_checkpoint_of_another_variant_is_refused_before_download():

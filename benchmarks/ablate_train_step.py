@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_vit  # noqa: E402
-from keras_vit.layers import attention, transformer  # noqa: E402
+from keras_vit.layers import attention, mlp  # noqa: E402
 
 VARIANTS = (
     "shipped", "malloc", "erfc_gelu", "tanh_gelu", "sgd", "no_attention", "explicit_attention", "no_xla",
@@ -63,9 +63,9 @@ def main():
     parser.add_argument("--batch_size", type=int, default=16)
     args = parser.parse_args()
     if args.variant == "erfc_gelu":  # what `keras.activations.gelu` computes on TensorFlow
-        transformer.gelu = lambda x: keras.activations.gelu(x, approximate=False)
+        mlp.gelu = lambda x: keras.activations.gelu(x, approximate=False)
     elif args.variant == "tanh_gelu":
-        transformer.gelu = lambda x: keras.activations.gelu(x, approximate=True)
+        mlp.gelu = lambda x: keras.activations.gelu(x, approximate=True)
     elif args.variant == "no_attention":
         attention.ops = _Ops(lambda query, key, value: value)
     elif args.variant == "explicit_attention":

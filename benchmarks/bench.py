@@ -11,7 +11,7 @@ the median of `--steps` steady steps, and reports its peak memory. With
 turns (and turns about who goes first), so that a machine whose speed drifts
 favours neither: a row then shows the median run and all runs, and keras/timm is
 the median of the R paired ratios. Model FLOP
-utilisation (MFU) is the achieved FLOP/s (analytic FLOPs, `benchmarks/flops.py`:
+utilisation (MFU) is the achieved FLOP/s (analytic FLOPs, `keras_vit.analysis.flops`:
 train = 6 x forward MACs) over the peak FLOP/s of a large matrix product measured
 on the same machine with the same framework and precision. Prints a Markdown table;
 `--output` also writes it (temporary file, then rename).
@@ -140,7 +140,7 @@ def run_keras(variant, image_size, batch_size, mode, steps, precision, remat, de
     import numpy as np
 
     import keras_vit
-    from benchmarks.flops import inference_flops, train_flops
+    from keras_vit.analysis.flops import inference_flops, train_flops
 
     kwargs = dict(image_size=image_size, remat=remat, **depth_overrides(variant, depth)[0])
     if precision == "bfloat16":
@@ -191,7 +191,7 @@ def run_timm(variant, image_size, batch_size, mode, steps, precision, compile_mo
     from tests.reference import timm, torch  # the torchvision shim, then timm
 
     import keras_vit
-    from benchmarks.flops import inference_flops, train_flops
+    from keras_vit.analysis.flops import inference_flops, train_flops
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     keras_depth, timm_depth = depth_overrides(variant, depth)

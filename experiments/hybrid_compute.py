@@ -18,7 +18,7 @@ flags and seeds.
 
 Compute: training FLOPs = 6 x forward multiply-accumulates per image x images
 seen (2 FLOPs per MAC, the backward pass twice the forward), with the forward
-MACs counted analytically by `benchmarks/flops.py` (every matrix product and
+MACs counted analytically by `keras_vit.analysis.flops` (every matrix product and
 convolution; not the norms, softmaxes and activations). The table also gives the
 measured training seconds on this machine, which rank differently: a CPU runs a
 7x7 convolution less efficiently than the same FLOPs of matrix products.
@@ -101,7 +101,7 @@ def models(args):
 
 
 def forward_macs(kwargs, image_size):
-    from benchmarks.flops import forward_macs as count
+    from keras_vit.analysis.flops import forward_macs as count
 
     model, _ = common.build("VisionTransformer", kwargs, image_size)
     return count(model), model.count_params()
@@ -147,7 +147,7 @@ def notes(args, rows, steps, batch_size, train_size, test_size):
             f"images, resized to {args.image_size}x{args.image_size}. Models (VisionTransformer): {described}. "
             f"Recipe: the `fashion_mnist_vit` preset's, batch {batch_size}, {steps} steps, warmup {warmup}, EMA decay {ema}; "
             f"seeds {', '.join(map(str, args.seeds))}, the same for every model. Training FLOPs: 6 x the analytic "
-            "forward MACs per image (`benchmarks/flops.py`) x the images seen; training seconds: `summary.json`'s "
+            "forward MACs per image (`keras_vit.analysis.flops`) x the images seen; training seconds: `summary.json`'s "
             "`train_seconds` (fit, compilation in the first epoch included).")
 
 

@@ -20,7 +20,8 @@ from keras_vit.layers.swin import (
     WindowAttention,
 )
 from keras_vit.layers.tokens import ClassToken, DistillationToken, DistillationTokenPooling
-from keras_vit.layers.transformer import MLPBlock, StochasticDepth, TransformerBlock
+from keras_vit.layers.mlp import MLPBlock
+from keras_vit.layers.transformer import StochasticDepth, TransformerBlock
 
 __all__ = [
     "AbsolutePositionEmbedding",

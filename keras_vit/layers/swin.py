@@ -26,7 +26,8 @@ from keras import ops
 from keras_vit.layers.dtype_policies import resolve_dtype_policies, with_quantized_dtypes
 from keras_vit.layers.normalization import LayerNormalization
 from keras_vit.layers.token_dense import dense_on_tokens
-from keras_vit.layers.transformer import MLPBlock, StochasticDepth, call_with_remat
+from keras_vit.layers.mlp import MLPBlock
+from keras_vit.layers.transformer import StochasticDepth, call_with_remat
 from keras_vit.layers.validation import (
     check_bool,
     check_non_negative_float,

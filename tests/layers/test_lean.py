@@ -17,7 +17,7 @@ import pytest
 from keras_vit.layers import TransformerBlock, attention, attention_kernels
 from keras_vit.layers.code_paths import code_path
 from keras_vit.layers.lean import lean_gelu_dense, lean_layer_norm
-from keras_vit.layers.transformer import MLPBlock
+from keras_vit.layers.mlp import MLPBlock
 from tests.testing import (finite_difference_grads, np_gelu, np_layer_norm, np_softmax, parameter_gradients,
                            set_random_weights, to_numpy)
 

@@ -9,7 +9,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers import MLPBlock, StochasticDepth, SwinTransformerBlock, TransformerBlock
-from keras_vit.layers.transformer import gelu
+from keras_vit.layers.mlp import gelu
 from tests.layers.test_attention import np_gpsa, np_self_attention
 from tests.testing import (
     ATOL,

@@ -3,6 +3,7 @@
 from keras_vit import (
     analysis, evaluation, export, few_shot, inspection, layers, preprocessing, pretraining, schedules, utils, weights,
 )
+from keras_vit.classification import classify, image_classifier
 from keras_vit.distribution import layout_map
 from keras_vit.feature_extraction import features, simple_feature_pyramid
 from keras_vit.models import (

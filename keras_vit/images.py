@@ -35,7 +35,7 @@ def load_image(path, image_size=224, crop_fraction=1.0):
     if isinstance(crop_fraction, bool) or not isinstance(crop_fraction, numbers.Real) or not 0.0 < crop_fraction <= 1.0:
         raise ValueError(f"`crop_fraction` must be in (0, 1]. Received: crop_fraction={crop_fraction!r}")
     height, width = to_pair(image_size, "image_size")
-    image = _read_rgb(path)
+    image = read_rgb(path)
     scale = max(height / image.height, width / image.width) / crop_fraction
     resized = image.resize(
         (max(width, round(image.width * scale)), max(height, round(image.height * scale))),
@@ -46,8 +46,8 @@ def load_image(path, image_size=224, crop_fraction=1.0):
     return np.asarray(resized.crop((left, top, left + width, top + height)), dtype="float32")
 
 
-def _read_rgb(path):
-    """Decodes the whole image file as RGB, or raises a ValueError naming the file."""
+def read_rgb(path):
+    """Decodes the whole image file as an RGB PIL image, or raises a ValueError naming the file."""
     from PIL import Image, UnidentifiedImageError
 
     if not isinstance(path, (str, os.PathLike)):

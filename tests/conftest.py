@@ -35,6 +35,7 @@ BACKENDS = {
     "pretraining": BOTH,  # targets computed with keras.ops
     "export": BOTH,  # each backend exports through its own path (jax2tf on JAX) or refuses
     "test_feature_extraction.py": BOTH,
+    "test_classification.py": BOTH,  # the evaluation transform runs in the model's graph
     "test_schedules.py": BOTH,
     "preprocessing": ONE,  # tf.data ops whatever the backend
     "preprocessing/test_layers.py": BOTH,  # a Keras layer inside the model

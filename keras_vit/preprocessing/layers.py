@@ -137,7 +137,15 @@ class EvalTransform(keras.layers.Layer):
             return keras.ops.image.resize(
                 images, size, interpolation=self.interpolation, antialias=antialias
             )
-        # Only the TensorFlow backend traces unknown sizes (JAX shapes are concrete when traced).
+        if keras.backend.backend() != "tensorflow":
+            # JAX resizes to sizes known when it traces; jax2tf's shape-polymorphic
+            # export (a SavedModel of free size) traces them symbolically.
+            raise ValueError(
+                "EvalTransform resizes images of a size unknown when traced on the TensorFlow backend only "
+                f"(the {keras.backend.backend()} backend resizes to sizes it knows): export a model with the "
+                "transform inside from Keras' TensorFlow backend (KERAS_BACKEND=tensorflow), or give its "
+                f"input a fixed height and width. Received: images resized to {tuple(size)}"
+            )
         import tensorflow as tf
 
         return tf.image.resize(images, tf.stack(size), method=self.interpolation, antialias=antialias)

@@ -144,6 +144,9 @@ print(json.dumps(max(float(np.abs(a - b).max()) for a, b in zip(single, distribu
 """
 
 
+# One phase only: each case pins its backend in its own process, so the JAX phase would
+# run the same two processes again.
+@pytest.mark.one_backend
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_distributed_training_steps_as_one_device(backend):
     """MirroredStrategy on 2 CPUs (TensorFlow) and DataParallel on 2 virtual devices (JAX) train as one device.

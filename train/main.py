@@ -120,7 +120,7 @@ def main(argv):
     from train.checks import check_config
     from train.data import DataUnavailableError
     from train.strategy import TPUUnavailableError, check_strategy_flags, get_strategy, worker_failure
-    from train.trainer import train
+    from train.trainer import train_checked
     from train.workdir import check_workdir
 
     try:
@@ -141,7 +141,7 @@ def main(argv):
                  else f"{type(strategy).__name__} with {strategy.num_replicas_in_sync} replica(s)")
         print(f"keras_vit training: model={config.model} dataset={config.dataset} "
               f"backend={keras.backend.backend()} on {where}, workdir={FLAGS.workdir}", flush=True)
-        summary = train(config, FLAGS.workdir, strategy, break_lock=FLAGS.break_workdir_lock)
+        summary = train_checked(config, FLAGS.workdir, strategy, break_lock=FLAGS.break_workdir_lock)
     except (ValueError, TPUUnavailableError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -223,13 +223,27 @@ def train(config, workdir, strategy=None, verbose="auto", break_lock=False):
     Returns:
         A dict summary: accuracy, images/s, steps, whether the run was
         preempted, and the paths written.
+
+    Raises:
+        ValueError: for a configuration `check_config` refuses, before
+            anything is built or written.
+    """
+    check_config(config)
+    return train_checked(config, workdir, strategy, verbose, break_lock)
+
+
+def train_checked(config, workdir, strategy=None, verbose="auto", break_lock=False):
+    """`train` for a configuration that `check_config` has already passed.
+
+    `train/main.py` checks every flag before it builds the strategy (a TPU or a
+    multi-worker job takes a while to start), and runs through here so that the
+    configuration is checked once.
     """
     with contextlib.ExitStack() as held:
         return _train(config, workdir, strategy, verbose, break_lock, held)
 
 
 def _train(config, workdir, strategy, verbose, break_lock, held):
-    check_config(config)
     # In a multi-worker job only the chief writes the workdir (and holds its lock);
     # the others read its checkpoints (the workdir is shared) once it has tidied
     # them. Nothing is written before everything that can refuse the run has run

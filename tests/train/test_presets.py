@@ -64,3 +64,22 @@ def test_presets_say_each_comment_once():
     texts = [" ".join(line.strip(" \t#") for line in paragraph.splitlines()) for paragraph in paragraphs]
     repeated = {text for text in texts if texts.count(text) > 1}
     assert not repeated, repeated
+
+
+def test_a_run_of_the_command_line_checks_its_configuration_once(tmp_path, monkeypatch):
+    # train/main.py checks every flag before it builds the strategy, then trains through
+    # `train_checked`; `train` (the library's entry) checks for itself.
+    from tests.train.helpers import call_main, make_idx_dataset, tiny_flags
+    from train import checks, trainer
+
+    calls = []
+
+    def counted(config):
+        calls.append(config)
+        return check_config(config)
+
+    monkeypatch.setattr(checks, "check_config", counted)
+    monkeypatch.setattr(trainer, "check_config", counted)
+    data = make_idx_dataset(tmp_path / "data", train=32, test=8)
+    assert call_main(list(tiny_flags(tmp_path / "run", data, "--steps=1", "--warmup_steps=0"))) == 0
+    assert len(calls) == 1

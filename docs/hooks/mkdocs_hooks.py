@@ -42,8 +42,14 @@ def on_files(files, config):
     return files
 
 
+# `\operatorname{W-MSA}` comes out of latex2mathml as letters and a minus sign ("W − MSA") after
+# an empty operator; as text, an operator name reads as the word it is.
+_OPERATOR_NAME = re.compile(r"\\operatorname\{([^{}]*)\}")
+
+
 def _mathml(latex, display):
-    return latex2mathml.converter.convert(latex.strip(), display="block" if display else "inline")
+    latex = _OPERATOR_NAME.sub(r"\\text{\1}", latex.strip())
+    return latex2mathml.converter.convert(latex, display="block" if display else "inline")
 
 
 def _convert_math(text):

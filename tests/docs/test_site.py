@@ -59,6 +59,14 @@ def test_math_is_rendered_as_mathml(site):
         assert not re.search(r"\$\$|\\frac|\\mathbf", text), f"raw LaTeX left in {page}"
 
 
+
+def test_operator_names_render_as_words(site):
+    # Swin's W-MSA and SW-MSA, and every other \operatorname, as text: not "W − MSA" in italics.
+    html = (site / "models" / "swin" / "index.html").read_text()
+    assert "<mtext>W-MSA</mtext>" in html and "<mtext>SW-MSA</mtext>" in html
+    assert "<mi>W</mi><mo>&#x02212;</mo><mi>M</mi>" not in html
+
+
 PYTHON_PAGES = [page for page in blocks.pages() if blocks.blocks(page, "python")]
 
 

@@ -63,7 +63,9 @@ def _convert_math(text):
     text = _FENCE.sub(protect, text)
     text = _INLINE_CODE.sub(protect, text)
     text = _DISPLAY.sub(lambda m: f"\n\n<div class=\"math\">{_mathml(m.group(1), True)}</div>\n\n", text)
-    text = _INLINE.sub(lambda m: _mathml(m.group(1), False), text)
+    # In a span: a `<math>` element that begins a line (a formula wrapped to the start of one)
+    # would otherwise end the paragraph as a block of raw HTML, and the formula stand alone.
+    text = _INLINE.sub(lambda m: f'<span class="math-inline">{_mathml(m.group(1), False)}</span>', text)
     return re.sub(r"\x00(\d+)\x00", lambda m: protected[int(m.group(1))], text)
 
 

@@ -60,6 +60,19 @@ def test_math_is_rendered_as_mathml(site):
 
 
 
+def test_inline_formulas_stay_inside_their_sentence(site):
+    # ConViT's "with the gate $\sigma(\lambda_h)$, $\sigma$ the logistic sigmoid", wrapped so that
+    # a formula begins a line of the Markdown source: every inline formula sits in a paragraph
+    # or another inline context, none stands alone between paragraphs.
+    for page in ("convit", "deit", "vit", "swin", "hybrid"):
+        html = (site / "models" / page / "index.html").read_text()
+        assert 'display="inline"' in html
+        loose = re.findall(r"</p>\s*<span class=\"math-inline\">|</p>\s*<math[^>]*display=\"inline\"", html)
+        assert not loose, (page, loose[:1])
+    convit = (site / "models" / "convit" / "index.html").read_text()
+    assert re.search(r"<p>[^<]*with the gate\s*<span class=\"math-inline\"><math", convit)
+
+
 def test_operator_names_render_as_words(site):
     # Swin's W-MSA and SW-MSA, and every other \operatorname, as text: not "W − MSA" in italics.
     html = (site / "models" / "swin" / "index.html").read_text()

@@ -12,8 +12,8 @@ import pytest
 
 import keras_vit
 from keras_vit.models.dinov2 import checkpoints
-from tests.reference import torch  # noqa: F401  (timm and transformers need the torchvision shim)
-from tests.reference import timm
+# The torchvision shim first: timm and transformers import torchvision.
+from tests.reference import torch
 from tests.testing import to_numpy
 from tests.weights.checkpoints import randomize_torch
 

@@ -1,5 +1,8 @@
 """Hard distillation (DeiT) from a small CNN into the default ViT, on a Fashion-MNIST slice.
 
+(Over 400 lines: the teacher, the student rows, the attention-distance measure and the
+report are one measurement, and `experiments/common.py` reuses its run helpers.)
+
     python benchmarks/distillation.py --write
 
 Touvron et al. 2021, Sec. 4 and 5.2: a convnet teacher's hard decisions (Eq. 3)

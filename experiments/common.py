@@ -1,5 +1,8 @@
 """What the experiment scripts share: data slices, training runs, their results, and the report.
 
+(Over 400 lines on purpose: it is the one shared module of the experiment scripts, so that
+none of them repeats the data slices, runs and report code.)
+
 Every script trains through `train/main.py` in a subprocess (one run per process,
 as `benchmarks/distillation.py` does, whose helpers are reused here), on
 Fashion-MNIST slices written as IDX files into its workdir, prints a Markdown

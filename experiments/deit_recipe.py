@@ -1,5 +1,8 @@
 """DeiT's training recipe in miniature: keras_vit's input pipeline against timm's, everything else shared.
 
+(Over 400 lines: the two arms' input pipelines (keras_vit's and timm's, on the same
+images) must be written out side by side for the comparison to be read.)
+
 Issue #27, item 8: the recipe as a whole, end to end. One small DeiT (a ViT with
 DeiT's initialization, ImageNet normalisation and stochastic depth) trains on a
 slice of Fashion-MNIST made RGB and 32 px, twice per seed:

@@ -1,5 +1,8 @@
 """tf.data input pipelines: the embedded Fashion-MNIST, TFDS datasets and image folders.
 
+(About 400 lines: the three sources and the two dataset builders share the seeded,
+position-keyed batching that makes a resumed run see the same batches.)
+
 Every source yields `(uint8 image, int label)`; `make_train_dataset` and
 `make_eval_dataset` turn it into batches of float32 images in [0, 255] (the
 models map pixels to their own range) and one-hot labels. Training batches are a

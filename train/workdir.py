@@ -1,5 +1,8 @@
 """The workdir of a run: refuse another run's folder, lock it, clear a killed run's leftovers.
 
+(Over 400 lines on purpose: refusing, locking and tidying a workdir are one protocol whose
+steps read and write the same files; split, each half would need the other's names.)
+
 A workdir holds one run: `config.json` (its configuration), `checkpoints/`,
 TensorBoard `logs/`, and at the end `model.keras`, `saved_model/` and
 `summary.json`. Running the same command again resumes that run; a different

@@ -1,5 +1,8 @@
 """Learned absolute position embeddings: their layouts, resampling them to another grid, Swin's `ape`.
 
+(Over 400 lines on purpose: every learned absolute position layout, its resampling and the
+layers that add it share the grid conventions below.)
+
 ViT's position embedding is part of `PatchEncoder` (it adds the embeddings to a
 token sequence, with the class-token slot); `AbsolutePositionEmbedding` adds
 them to a channels-last map, for models that keep the spatial layout (Swin's

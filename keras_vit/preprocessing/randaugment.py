@@ -1,5 +1,9 @@
 """timm's RandAugment (Cubuk et al. 2020, Sec. 3) as stateless TensorFlow ops on one image.
 
+(Over 400 lines on purpose: the policy parsing, the magnitude rules and the operation
+table are one transcription of timm's `auto_augment.py`, kept together to be read against it;
+the pixel operations live in `color_ops` and `geometric_ops`.)
+
 DeiT, ConViT and Swin train with timm's `rand_augment_transform("rand-m9-mstd0.5-inc1")`:
 per image, 2 operations drawn with replacement from 15, each applied with
 probability 0.5 at a magnitude drawn from N(9, 0.5) and clipped to [0, 10], the

@@ -1,5 +1,8 @@
 """Evaluation transforms against the reference code, on real photographs.
 
+(About 400 lines: every checkpoint's evaluation transform is tested here against the
+reference code it was read from, on the same photographs.)
+
 References: timm's `create_transform(..., is_training=False)` (PIL resize and
 torchvision crop, as DeiT, ConViT and Swin evaluate) and `tf.image.resize`
 (vit_jax's evaluation, the reference code itself). Hugging Face's image

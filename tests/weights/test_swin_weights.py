@@ -1,5 +1,8 @@
 """Swin checkpoints: timm, Microsoft and transformers files, window resampling, known names.
 
+(Over 400 lines: Swin's three checkpoint layouts each need their converter, resampling and
+error cases tested against the same references.)
+
 Logits are compared with the reference that wrote the file at `ATOL` (max abs
 difference; float32 through two stages of attention, the logits being O(1)).
 """

@@ -76,12 +76,16 @@ class MLPBlock(keras.layers.Layer):
                 name=name,
             )
 
-        self.fc1 = dense(self.mlp_dim, "fc1")
+        self.fc1 = dense(self._hidden_units(), "fc1")
         self.fc1.build(input_shape)
         self.fc2 = dense(input_shape[-1], "fc2")
         self.fc2.build((*input_shape[:-1], self.mlp_dim))
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
         resolve_dtype_policies(self)
+
+    def _hidden_units(self):
+        """Outputs of `fc1` (a gated MLP's `fc1` packs its two halves)."""
+        return self.mlp_dim
 
     def _lean(self, training):
         """Whether this call takes `lean_gelu_dense` (training on the accelerator path).

@@ -199,8 +199,9 @@ def load_weights(
     report.skipped.extend(conversion.unused.items())
     variables = {v.path: v for v in model.weights}
     weights = dict(conversion.weights)
-    swin = inspection.family(model) == SWIN_FAMILY
-    if position_interpolation is None and inspection.family(model) in FAMILIES:
+    family = inspection.family(model)
+    swin = family == SWIN_FAMILY
+    if position_interpolation is None and family in FAMILIES:
         # A registered family's model resamples a checkpoint's grid as it
         # resamples per call: its builder set that as the reference does.
         encoder = inspection.patch_encoder(model)

@@ -15,7 +15,7 @@ from keras_vit.models.dinov2 import checkpoints
 # The torchvision shim first: timm and transformers import torchvision.
 from tests.reference import torch
 from tests.testing import to_numpy
-from tests.weights.checkpoints import randomize_torch
+from tests.weights.checkpoints import randomize_torch, save_state_dict
 
 TOLERANCE = 1e-4
 # Tiny but at the size the issue names: 224 px, a 16 x 16 grid of 14-pixel patches, 32 wide;
@@ -53,17 +53,10 @@ def _timm(mlp_activation, registers, image_size=SIZE):
     return randomize_torch(VisionTransformer(**kwargs))
 
 
-def _save(path, state_dict):
-    from safetensors.numpy import save_file
-
-    save_file({k: v.detach().numpy().copy() for k, v in state_dict.items()}, str(path))
-    return str(path)
-
-
 @pytest.mark.parametrize("mlp_activation,registers", CASES)
 def test_timm_file_gives_timms_features_and_tokens(tmp_path, mlp_activation, registers):
     reference = _timm(mlp_activation, registers)
-    path = _save(tmp_path / "dinov2.safetensors", reference.state_dict())
+    path = save_state_dict(tmp_path / "dinov2.safetensors", reference.state_dict())
     model = _keras(mlp_activation, registers)
     report = keras_vit.load_weights(model, path, strict=True)
     assert report.layout == checkpoints.TIMM_DINOV2 and len(report.loaded) == len(model.weights)
@@ -88,7 +81,7 @@ def test_timm_file_at_another_size_is_resampled_as_timm_does(tmp_path, registers
     from timm.models.vision_transformer import checkpoint_filter_fn
 
     trained = _timm("gelu", registers)
-    path = _save(tmp_path / "dinov2.safetensors", trained.state_dict())
+    path = save_state_dict(tmp_path / "dinov2.safetensors", trained.state_dict())
     reference = _timm("gelu", registers, image_size=OTHER_SIZE).eval()
     reference.load_state_dict(checkpoint_filter_fn(trained.state_dict(), reference))
     model = _keras("gelu", registers, image_size=OTHER_SIZE)
@@ -138,7 +131,7 @@ def _hub_names(state_dict):
 def test_transformers_file_gives_its_pooler_output_and_tokens(tmp_path, mlp_activation, registers, naming):
     reference = _transformers(mlp_activation, registers)
     state = reference.state_dict()
-    path = _save(tmp_path / "model.safetensors", _hub_names(state) if naming == "hub" else state)
+    path = save_state_dict(tmp_path / "model.safetensors", _hub_names(state) if naming == "hub" else state)
     model = _keras(mlp_activation, registers)
     report = keras_vit.load_weights(model, path)
     assert report.layout == checkpoints.TRANSFORMERS_DINOV2
@@ -158,7 +151,7 @@ def test_dynamic_size_resamples_as_transformers_does(tmp_path, registers):
     # the models with registers only (as Meta's hub builds them: `interpolate_antialias`);
     # the DINOv2 builder's default `position_antialias=None` follows the same rule.
     reference = _transformers("gelu", registers)
-    path = _save(tmp_path / "model.safetensors", reference.state_dict())
+    path = save_state_dict(tmp_path / "model.safetensors", reference.state_dict())
     model = _keras("gelu", registers, dynamic_image_size=True)
     keras_vit.load_weights(model, path)
     x = _images(OTHER_SIZE, seed=2)
@@ -168,7 +161,7 @@ def test_dynamic_size_resamples_as_transformers_does(tmp_path, registers):
 
 
 def test_a_dinov2_file_is_refused_by_a_vit_and_the_other_way_round(tmp_path):
-    path = _save(tmp_path / "dinov2.safetensors", _timm("gelu", 0).state_dict())
+    path = save_state_dict(tmp_path / "dinov2.safetensors", _timm("gelu", 0).state_dict())
     vit = keras_vit.VisionTransformer(image_size=SIZE, patch_size=14, hidden_size=32, num_layers=2, num_heads=2,
                                       mlp_dim=64, include_top=False, preprocessing=None)
     with pytest.raises(ValueError, match="DINOv2 checkpoint .* a ViT, hybrid or ConViT"):
@@ -199,7 +192,7 @@ def test_keras_file_round_trip_and_reload(tmp_path, mlp_activation, registers):
 def test_block_maps_skip_the_registers_as_timms_intermediates(tmp_path):
     reference = _timm("gelu", 4)
     model = _keras("gelu", 4)
-    keras_vit.load_weights(model, _save(tmp_path / "dinov2.safetensors", reference.state_dict()))
+    keras_vit.load_weights(model, save_state_dict(tmp_path / "dinov2.safetensors", reference.state_dict()))
     assert keras_vit.inspection.prefix_token_counts(model) == [5, 5]
     x = _images(SIZE)
     maps = keras_vit.features(model, blocks=[0])(x)["block_0"]

@@ -109,7 +109,9 @@ def randomize_torch(model, seed=0):
 
 
 def save_state_dict(path, model):
-    save_file({k: v.detach().numpy().copy() for k, v in model.state_dict().items()}, str(path))
+    """Writes a torch module's state dict, or a state dict itself, as a `.safetensors` file."""
+    state = model.state_dict() if hasattr(model, "state_dict") else model
+    save_file({k: v.detach().numpy().copy() for k, v in state.items()}, str(path))
     return str(path)
 
 

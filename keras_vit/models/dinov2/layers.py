@@ -11,10 +11,10 @@ may use as scratch space and which the head never reads.
 import keras
 from keras import ops
 
-from keras_vit.layers.dtype_policies import resolve_dtype_policies, with_quantized_dtypes
+from keras_vit.layers.mlp import MLPBlock
 from keras_vit.layers.token_dense import dense_on_tokens
 from keras_vit.layers.transformer import TransformerBlock
-from keras_vit.layers.validation import check_positive_int, check_rate
+from keras_vit.layers.validation import check_positive_int
 
 MLP_ACTIVATIONS = ("gelu", "swiglu")
 """The block's MLP: ViT's GELU MLP, or the SwiGLU MLP of DINOv2's ViT-g."""
@@ -63,12 +63,13 @@ class LayerScale(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class SwiGLUBlock(keras.layers.Layer):
+class SwiGLUBlock(MLPBlock):
     """The SwiGLU MLP: `fc2(SiLU(a) * b)` with `[a; b] = fc1(x)` (Shazeer 2020, Eq. 6).
 
-    `fc1` is one dense layer of `2 * mlp_dim` outputs, the first half the
-    gated branch `a`, as DINOv2's `SwiGLUFFNFused` (`w12`) and timm's
-    `SwiGLUPacked` lay it out, so checkpoints load without splitting.
+    ViT's `MLPBlock` with a gated hidden layer: `fc1` is one dense layer of
+    `2 * mlp_dim` outputs, the first half the gated branch `a`, as DINOv2's
+    `SwiGLUFFNFused` (`w12`) and timm's `SwiGLUPacked` lay it out, so
+    checkpoints load without splitting.
 
     Args:
         mlp_dim: int. Width of the gated hidden layer (`fc2`'s input); 4096 in
@@ -83,48 +84,17 @@ class SwiGLUBlock(keras.layers.Layer):
 
     def __init__(self, mlp_dim, dropout_rate=0.0, kernel_initializer="glorot_uniform", bias_initializer="zeros",
                  **kwargs):
-        super().__init__(**kwargs)
-        check_positive_int(mlp_dim, "mlp_dim")
-        check_rate(dropout_rate, "dropout_rate")
-        self.mlp_dim = mlp_dim
-        self.dropout_rate = dropout_rate
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
+        super().__init__(mlp_dim, dropout_rate=dropout_rate, kernel_initializer=kernel_initializer,
+                         bias_initializer=bias_initializer, **kwargs)
 
-    def build(self, input_shape):
-        def dense(units, name):
-            return keras.layers.Dense(
-                units, kernel_initializer=self.kernel_initializer, bias_initializer=self.bias_initializer,
-                dtype=self.dtype_policy, name=name,
-            )
-
-        self.fc1 = dense(2 * self.mlp_dim, "fc1")
-        self.fc1.build(input_shape)
-        self.fc2 = dense(input_shape[-1], "fc2")
-        self.fc2.build((*input_shape[:-1], self.mlp_dim))
-        self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
-        resolve_dtype_policies(self)
+    def _hidden_units(self):
+        return 2 * self.mlp_dim
 
     def call(self, x, training=None):
         hidden = dense_on_tokens(self.fc1, x)
         gated, linear = hidden[..., : self.mlp_dim], hidden[..., self.mlp_dim:]
         x = self.dropout(ops.silu(gated) * linear, training=training)
         return self.dropout(dense_on_tokens(self.fc2, x), training=training)
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "mlp_dim": self.mlp_dim,
-                "dropout_rate": self.dropout_rate,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-            }
-        )
-        return with_quantized_dtypes(self, config)
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")

@@ -175,10 +175,15 @@ def scaled_schedule(total_steps):
     return total_steps // 10, round(1 - 1 / horizon, 5)
 
 
+def student_arguments(workdir, data_dir, seed, flags):
+    """The `train/main.py` flags of a student run: the preset on the Fashion-MNIST files of `data_dir`."""
+    return [f"--workdir={workdir}", f"--config={STUDENT_PRESET}", "--dataset=fashion_mnist", f"--data_dir={data_dir}",
+            f"--seed={seed}", *flags]
+
+
 def run_student(workdir, data_dir, seed, flags):
     """Runs `train/main.py` to completion; returns its `summary.json`."""
-    command = [sys.executable, os.path.join(ROOT, "train", "main.py"), f"--workdir={workdir}",
-               f"--config={STUDENT_PRESET}", "--dataset=fashion_mnist", f"--data_dir={data_dir}", f"--seed={seed}", *flags]
+    command = [sys.executable, os.path.join(ROOT, "train", "main.py"), *student_arguments(workdir, data_dir, seed, flags)]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if done.returncode:

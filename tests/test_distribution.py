@@ -18,6 +18,7 @@ import pytest
 
 import keras_vit
 from keras_vit.distribution import variable_axes
+from tests.testing import xla_flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEVICES = 8
@@ -116,7 +117,7 @@ print("RESULT " + json.dumps(results))
 
 def _subprocess_environment():
     return {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
-            "XLA_FLAGS": f"--xla_force_host_platform_device_count={DEVICES}"}
+            "XLA_FLAGS": xla_flags(DEVICES)}
 
 
 @pytest.fixture(scope="module")

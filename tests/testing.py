@@ -2,6 +2,7 @@
 
 import inspect
 import math
+import os
 
 import keras
 import numpy as np
@@ -9,6 +10,16 @@ import numpy as np
 # Float32 tolerance for comparisons with the numpy references: the layers chain a
 # few matmuls and softmaxes of O(1) values, whose float32 rounding stays ~1e-6.
 ATOL = 1e-5
+
+
+def xla_flags(devices=None):
+    """`XLA_FLAGS` for a JAX subprocess: this session's (tests/conftest.py sets the CPU compile
+    options) with `devices` virtual CPU devices, or one device when None."""
+    kept = [flag for flag in os.environ.get("XLA_FLAGS", "").split()
+            if not flag.startswith("--xla_force_host_platform_device_count")]
+    if devices is not None:
+        kept.append(f"--xla_force_host_platform_device_count={devices}")
+    return " ".join(kept)
 
 
 def to_numpy(x):

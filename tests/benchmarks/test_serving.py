@@ -10,12 +10,13 @@ def test_cpu_description_names_the_bf16_features():
     assert isinstance(name, str) and name and isinstance(bf16, bool) and isinstance(amx, bool)
 
 
-# About 55 s: each serving path (Keras, XLA, SavedModel, LiteRT, OpenVINO, timm) is a process of its
-# own that exports and measures a one-block model once, which is the script end to end.
+# The script end to end: two paths, each measured in a process of its own as the script does, the
+# table and its section. The other paths are measured in this process below (#38: one end-to-end
+# run, the variants in-process), without a second import of TensorFlow for each.
 def test_tiny_run_measures_each_path_and_writes_its_section(tmp_path, capsys):
     markdown = tmp_path / "BENCHMARKS.md"
     markdown.write_text("# Benchmarks\n\n## Other\n\nkept\n")
-    paths = "keras_xla,tf_bf16,saved_model,litert_fp32,litert_dynamic,openvino_bf16,timm_fp32,timm_bf16"
+    paths = "keras_xla,timm_fp32"
     results = serving.main(["--variants=ViT_Ti16", "--batch_sizes=2", "--image_size=32", "--steps=2", "--depth=1",
                             f"--paths={paths}", "--write", f"--benchmarks_md={markdown}"])
     rows = results[("ViT_Ti16", 2)]
@@ -26,11 +27,19 @@ def test_tiny_run_measures_each_path_and_writes_its_section(tmp_path, capsys):
     assert "## Other\n\nkept" in text and serving.SECTION in text
     for path in paths.split(","):
         assert f"| ViT_Ti16 | 2 | {path} |" in printed and f"| ViT_Ti16 | 2 | {path} |" in text
+    assert "| ViT_Ti16 | 2 | keras_xla |" in text and "| 1.00 | 1.00 |" in text  # timm_fp32 against itself
     # Writing again replaces the section instead of adding a second one (what a rerun's `--write`
     # calls; it was a second run of the script until #38).
     serving.write_section(str(markdown), "python benchmarks/serving.py --write", "| a new table |")
     text = markdown.read_text()
     assert text.count(serving.SECTION) == 1 and "| a new table |" in text and "## Other\n\nkept" in text
+
+
+@pytest.mark.parametrize("path", ["tf_bf16", "saved_model", "litert_fp32", "litert_dynamic", "openvino_bf16",
+                                  "timm_bf16"])
+def test_each_other_path_measures_a_one_block_model(path):
+    seconds = serving.run_path(path, "ViT_Ti16", batch_size=2, steps=1, image_size=32, depth=1)
+    assert 0 < seconds < 60
 
 
 def test_unknown_path_is_refused():

@@ -2,6 +2,7 @@
 
 import os
 
+import keras
 import numpy as np
 import pytest
 
@@ -24,26 +25,44 @@ def export_and_run(model, tmp_path, images, precision="f32", **kwargs):
     return path, compiled, keras_vit.export.openvino_predict(compiled, images)
 
 
+@pytest.fixture(scope="module")
+def vit_export(tmp_path_factory):
+    """The testing ViT, its Keras outputs on 4 images, and its file with a free batch, exported
+    once for the tests that read it (an export takes about 15 s on 2 cores)."""
+    if BACKEND != "tensorflow":
+        pytest.skip("OpenVINO export needs Keras on TensorFlow")
+    folder = tmp_path_factory.mktemp("openvino_vit")
+    model = build("vit")
+    images = smooth_images(model, 4)
+    path = keras_vit.export.openvino(model, str(folder / "model.xml"))
+    return model, images, forward(model, images), path
+
+
 @pytest.mark.parametrize("family", ["vit", "hybrid", "convit", "swin"])
 @tensorflow_only
-def test_float_model_computes_the_keras_outputs(family, tmp_path):
-    model = build(family)
-    images = smooth_images(model, 3)
-    expected = forward(model, images)
+def test_float_model_computes_the_keras_outputs(family, tmp_path, request):
+    if family == "vit":
+        _, images, expected, path = request.getfixturevalue("vit_export")
+        folder = os.path.dirname(path)
+        got = keras_vit.export.openvino_predict(keras_vit.export.openvino_compiled(path, precision="f32"), images)
+    else:
+        model = build(family)
+        images = smooth_images(model, 3)
+        expected = forward(model, images)
+        path, _, got = export_and_run(model, tmp_path, images)
+        folder = str(tmp_path)
     assert np.abs(expected).max() > 0.01
-    path, _, got = export_and_run(model, tmp_path, images)
-    assert path == str(tmp_path / "model.xml")
-    assert sorted(os.listdir(tmp_path)) == ["model.bin", "model.xml"]  # no temporary folder left
+    assert path == os.path.join(folder, "model.xml")
+    assert sorted(os.listdir(folder)) == ["model.bin", "model.xml"]  # no temporary folder left
     assert got.dtype == np.float32 and got.shape == expected.shape
     np.testing.assert_allclose(got, expected, atol=FLOAT_ATOL, rtol=0)
 
 
 @tensorflow_only
-def test_bfloat16_inference_stays_close_to_float(tmp_path):
-    model = build("vit")
-    images = smooth_images(model, 4)
-    expected = forward(model, images)
-    _, compiled, got = export_and_run(model, tmp_path, images, precision="bf16")
+def test_bfloat16_inference_stays_close_to_float(vit_export):
+    _, images, expected, path = vit_export
+    compiled = keras_vit.export.openvino_compiled(path, precision="bf16")
+    got = keras_vit.export.openvino_predict(compiled, images)
     if keras_vit.export.openvino_precision(compiled) == "bf16":
         assert relative_error(got, expected) < BF16_RELATIVE
     else:  # a CPU without bf16 instructions: OpenVINO runs float32
@@ -52,11 +71,9 @@ def test_bfloat16_inference_stays_close_to_float(tmp_path):
 
 
 @tensorflow_only
-def test_batch_size_is_free_unless_fixed(tmp_path):
-    model = build("vit")
-    images = smooth_images(model, 3)
-    expected = forward(model, images)
-    free = keras_vit.export.openvino(model, str(tmp_path / "free.xml"))
+def test_batch_size_is_free_unless_fixed(vit_export, tmp_path):
+    model, images, expected, free = vit_export
+    images, expected = images[:3], expected[:3]
     compiled = keras_vit.export.openvino_compiled(free, precision="f32")
     assert keras_vit.export.openvino_precision(compiled) == "f32"
     with pytest.raises(ValueError, match=r"non-empty batch .* Received: images of shape \(0, 32, 32, 3\)"):
@@ -102,6 +119,13 @@ def test_bad_arguments_are_refused_before_any_work(call, message, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def _tiny_model():
+    """A two-layer model: the file handling under test does not depend on the model, and it
+    exports in a fraction of a ViT's time."""
+    inputs = keras.Input((8, 8, 3))
+    return keras.Model(inputs, keras.layers.Dense(2)(keras.layers.GlobalAveragePooling2D()(inputs)))
+
+
 def _write_old_pair(folder):
     (folder / "model.xml").write_text("old graph")
     (folder / "model.bin").write_bytes(b"old weights")
@@ -116,7 +140,7 @@ def _assert_old_pair_kept(folder):
 
 @tensorflow_only
 def test_a_failed_export_leaves_the_old_files_and_no_temporary_folder(tmp_path, monkeypatch):
-    model = build("vit")
+    model = _tiny_model()
     _write_old_pair(tmp_path)
 
     def fail(source, target):
@@ -131,7 +155,7 @@ def test_a_failed_export_leaves_the_old_files_and_no_temporary_folder(tmp_path, 
 @tensorflow_only
 def test_a_failed_graph_rename_puts_the_old_weights_back(tmp_path, monkeypatch):
     # The .bin is renamed first; when the .xml's rename then fails, the old pair is restored.
-    model = build("vit")
+    model = _tiny_model()
     _write_old_pair(tmp_path)
     replace = os.replace
 

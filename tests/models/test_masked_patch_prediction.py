@@ -8,6 +8,7 @@ from keras import ops
 import keras_vit
 from keras_vit import pretraining
 from keras_vit.models.masked_patch_prediction import MaskedPatchPrediction
+from tests.testing import xla_flags
 
 TINY = dict(image_size=16, patch_size=4, hidden_size=16, num_layers=1, num_heads=2, mlp_dim=16, num_classes=3)
 
@@ -158,7 +159,7 @@ def test_distributed_training_steps_as_one_device(backend):
     import subprocess
     import sys
 
-    env = {**os.environ, "KERAS_BACKEND": backend, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    env = {**os.environ, "KERAS_BACKEND": backend, "XLA_FLAGS": xla_flags(2)}
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     result = subprocess.run([sys.executable, "-c", DISTRIBUTED], capture_output=True, text=True, timeout=300,
                             env=env, cwd=root)

@@ -6,13 +6,14 @@ which finds no TPU here and must say so. The kernel inherits this process's envi
 so the backend and XLA flags are set with `monkeypatch` (and restored after the test).
 """
 
-import os
 import pathlib
 import re
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
+
+from tests.testing import xla_flags
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # notebook -> how many figures (image/png outputs) it must draw
@@ -82,8 +83,7 @@ def test_notebook_runs_twice_and_draws(name, tmp_path, monkeypatch):
 
 def test_train_on_tpu_trains_data_parallel_over_8_jax_devices(tmp_path, monkeypatch):
     # A TPU v2-8 shows JAX 8 devices; 8 virtual CPU devices stand in for them here.
-    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8".strip()
-    notebook = run_small("train_on_tpu.ipynb", tmp_path, monkeypatch, backend="jax", XLA_FLAGS=flags,
+    notebook = run_small("train_on_tpu.ipynb", tmp_path, monkeypatch, backend="jax", XLA_FLAGS=xla_flags(8),
                          JAX_PLATFORMS="cpu")
     text = printed(notebook.cells)
     assert "backend jax" in text

@@ -13,10 +13,11 @@ import pytest
 
 import keras_vit  # noqa: F401  (registers the layers for loading)
 
+from tests.testing import xla_flags
 from tests.train.helpers import make_idx_dataset, run_main, run_many, tiny_flags
 
-EIGHT_DEVICES = {"KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
-ONE_DEVICE = {"KERAS_BACKEND": "jax", "XLA_FLAGS": ""}
+EIGHT_DEVICES = {"KERAS_BACKEND": "jax", "XLA_FLAGS": xla_flags(8)}
+ONE_DEVICE = {"KERAS_BACKEND": "jax", "XLA_FLAGS": xla_flags()}
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ import numpy as np
 
 import keras_vit  # noqa: F401  (registers the layers for loading)
 
+from tests.testing import xla_flags
 from tests.train.helpers import ROOT, main_command, make_idx_dataset, run_main, tiny_flags
 
 def free_port():
@@ -29,7 +30,7 @@ def run_hosts(flags, count=2, timeout=300):
     address = f"127.0.0.1:{free_port()}"
     hosts = []
     for index in range(count):
-        env = {**os.environ, "KERAS_BACKEND": "jax", "XLA_FLAGS": "", "KERAS_DISTRIBUTION_JOB_ADDRESSES": address,
+        env = {**os.environ, "KERAS_BACKEND": "jax", "XLA_FLAGS": xla_flags(), "KERAS_DISTRIBUTION_JOB_ADDRESSES": address,
                "KERAS_DISTRIBUTION_NUM_PROCESSES": str(count), "KERAS_DISTRIBUTION_PROCESS_ID": str(index)}
         hosts.append(subprocess.Popen(main_command(*flags, "--multihost"), env=env, cwd=ROOT, text=True,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
@@ -58,7 +59,7 @@ def test_two_hosts_train_like_one_process_and_resume_from_their_orbax_checkpoint
     assert codes == [0, 0], outputs
     assert "data parallel (keras.distribution.DataParallel) over 2 cpu devices" in outputs[0]
     assert "a non-chief worker" in outputs[1]
-    single = run_main(*tiny_flags(tmp_path / "single", data, *flags), env={"KERAS_BACKEND": "jax", "XLA_FLAGS": ""})
+    single = run_main(*tiny_flags(tmp_path / "single", data, *flags), env={"KERAS_BACKEND": "jax", "XLA_FLAGS": xla_flags()})
     assert single.returncode == 0, single.stderr[-3000:]
     reference = weights(tmp_path / "single" / "model.keras")
     # Each host computed the gradient of its half batch; the mean over the two

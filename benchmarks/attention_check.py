@@ -34,10 +34,9 @@ def parse_args(argv=None):
     parser.add_argument("--depth", type=int, default=None,
                         help="Blocks (per stage for Swin) instead of the variant's, for smoke runs.")
     args = parser.parse_args(argv)
-    if args.batch_size < 1:
-        parser.error(f"--batch_size must be a positive integer. Received: {args.batch_size}")
-    if args.depth is not None and args.depth < 1:
-        parser.error(f"--depth must be a positive integer. Received: {args.depth}")
+    from benchmarks.reporting import check_positive
+
+    check_positive(parser, args, "batch_size", "depth")
     return args
 
 

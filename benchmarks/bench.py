@@ -29,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks.reporting import (  # noqa: E402
-    depth_overrides, emit_result, median_run, rate, run_measurement, write_atomic,
+    check_positive, depth_overrides, emit_result, median_run, rate, run_measurement, write_atomic,
 )
 from train.cpu_allocator import use_bfc_cpu_allocator  # noqa: E402
 
@@ -332,9 +332,7 @@ def main():
         return single(args)
     import keras_vit
 
-    for name in ("steps", "repeats") + (("depth",) if args.depth is not None else ()):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be a positive integer. Received: {name}={getattr(args, name)}")
+    check_positive(parser, args, "steps", "repeats", "depth")
     results = {}
     for variant in args.variants.split(","):
         if variant not in keras_vit.VARIANTS:

@@ -36,7 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks.reporting import (  # noqa: E402
-    depth_overrides, emit_result, median_run, rate, run_measurement, write_atomic,
+    check_positive, depth_overrides, emit_result, median_run, rate, run_measurement, write_atomic,
 )
 from train.cpu_allocator import use_bfc_cpu_allocator  # noqa: E402
 
@@ -255,9 +255,7 @@ def main():
     unknown = [c for c in cases if c not in CASES]
     if unknown:
         parser.error(f"--cases: unknown {unknown}; accepted: {', '.join(CASES)}")
-    for name in ("batch_size", "steps", "steps_per_execution", "repeats") + (("depth",) if args.depth is not None else ()):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be a positive integer. Received: {name}={getattr(args, name)}")
+    check_positive(parser, args, "batch_size", "steps", "steps_per_execution", "repeats", "depth")
     results = {case: [] for case in cases}
     for _ in range(args.repeats):
         for case in cases:

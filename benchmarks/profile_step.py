@@ -35,7 +35,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from benchmarks.reporting import depth_overrides  # noqa: E402
+from benchmarks.reporting import check_positive, depth_overrides  # noqa: E402
 
 # Containers and runtime bookkeeping in the trace, not HLOs.
 _NOT_HLO = re.compile(r"^(ThunkExecutor|SlinkyThreadPool|Eager|TFE_|__inference|KernelAndDevice|CpuExecutable|"
@@ -139,8 +139,7 @@ def main():
 
     if args.variant not in keras_vit.VARIANTS:
         parser.error(f"--variant: unknown {args.variant!r}; accepted: {', '.join(sorted(keras_vit.VARIANTS))}")
-    if args.depth is not None and args.depth < 1:
-        parser.error(f"--depth must be a positive integer. Received: {args.depth}")
+    check_positive(parser, args, "depth")
     model = keras_vit.build_variant(args.variant, image_size=args.image_size,
                                     **depth_overrides(args.variant, args.depth)[0])
     model.compile(optimizer=keras.optimizers.AdamW(1e-4),

@@ -76,6 +76,14 @@ def replace_section(text, heading, body):
 
 
 
+def check_positive(parser, args, *names):
+    """Exits through `parser.error` naming the first flag of `names` set below 1 (unset, None, passes)."""
+    for name in names:
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name} must be a positive integer. Received: {name}={value}")
+
+
 def depth_overrides(variant, depth):
     """Builder arguments that give a named variant `depth` blocks (per stage for Swin), for smoke runs.
 

@@ -42,7 +42,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from benchmarks.bench import TIMM_NAMES  # noqa: E402
 from benchmarks.reporting import (  # noqa: E402
-    depth_overrides, emit_result, rate, replace_section, run_measurement, write_atomic,
+    check_positive, depth_overrides, emit_result, rate, replace_section, run_measurement, write_atomic,
 )
 
 PATHS = ("keras_xla", "keras_xla_bf16", "tf_bf16", "tf_fp32", "saved_model", "litert_fp32", "litert_dynamic",
@@ -189,8 +189,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.single:
         return single(args)
-    if args.depth is not None and args.depth < 1:
-        parser.error(f"--depth must be a positive integer. Received: {args.depth}")
+    check_positive(parser, args, "depth")
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     unknown = [p for p in paths if p not in PATHS]
     if unknown or not paths:

@@ -12,11 +12,16 @@ import numpy as np
 ATOL = 1e-5
 
 
-def xla_flags(devices=None):
-    """`XLA_FLAGS` for a JAX subprocess: this session's (tests/conftest.py sets the CPU compile
-    options) with `devices` virtual CPU devices, or one device when None."""
-    kept = [flag for flag in os.environ.get("XLA_FLAGS", "").split()
-            if not flag.startswith("--xla_force_host_platform_device_count")]
+def xla_flags(devices=None, optimized=False):
+    """`XLA_FLAGS` for a JAX subprocess: this session's with `devices` virtual CPU devices (one when None).
+
+    tests/conftest.py turns XLA:CPU's optimisation passes off, which saves compile time; with
+    `optimized` they are on again, for a run that computes long enough to pay for them.
+    """
+    dropped = ("--xla_force_host_platform_device_count",)
+    if optimized:
+        dropped += ("--xla_backend_optimization_level", "--xla_llvm_disable_expensive_passes")
+    kept = [flag for flag in os.environ.get("XLA_FLAGS", "").split() if not flag.startswith(dropped)]
     if devices is not None:
         kept.append(f"--xla_force_host_platform_device_count={devices}")
     return " ".join(kept)

@@ -17,6 +17,8 @@ def run(*args):
     return result.stdout
 
 
+# About 45 s alone, over 60 s in the suite beside other tests: a bench.py parent and four measuring
+# children (keras_vit and timm, two repeats each), each importing its framework and compiling.
 def test_bench_prints_keras_and_timm_rows_with_a_ratio(tmp_path):
     output = tmp_path / "table.md"
     text = run("benchmarks/bench.py", "--variants=ViT_Ti16", "--image_sizes=32", "--batch_sizes=2",

@@ -188,6 +188,11 @@ def run_student(workdir, data_dir, seed, flags):
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if done.returncode:
         raise RuntimeError(f"{shlex.join(command)} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    return finished_summary(workdir, start)
+
+
+def finished_summary(workdir, start):
+    """A finished run's `summary.json`, with `wall_seconds` since `start` (`time.perf_counter()`)."""
     with open(os.path.join(workdir, "summary.json")) as f:
         summary = json.load(f)
     summary["wall_seconds"] = time.perf_counter() - start

@@ -18,12 +18,14 @@ import pathlib
 import shutil
 import tempfile
 
+from tests.xla import CPU_PASSES_OFF
+
 # XLA on the CPU, for the JAX backend and the JAX subprocesses that inherit this environment:
 # - a compilation cache shared by every process of this run (xdist workers, trainer and
 #   resume subprocesses, which compile the same tiny steps again and again);
 # - the CPU backend's optimisation passes off: the tests check results, not speed (two model test
 #   files on JAX: 68 s with the passes, 50 s without). A run that computes long enough to pay for
-#   them turns them on again (`tests.testing.xla_flags(optimized=True)`).
+#   them turns them on again (`tests.xla.xla_flags(optimized=True)`).
 # Set before Keras (and so JAX) is imported. xdist's workers inherit the controller's directory;
 # the process that made it removes it when the session ends.
 _MADE_CACHE = None
@@ -31,7 +33,7 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     _MADE_CACHE = os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="keras_vit-xla-cache-")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
-for _flag in ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true"):
+for _flag in CPU_PASSES_OFF:
     if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_flag}".strip()
 
@@ -288,7 +290,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
-def _seed():
+def _collector_sees_only_this_test():
     # What earlier tests left alive (imported modules, module fixtures, Keras' and TensorFlow's
     # caches: about a million objects in a worker) is moved out of the collector's sight, after
     # collecting what is garbage. Without this every full collection scans all of it: Keras runs one
@@ -297,6 +299,10 @@ def _seed():
     # against 120 s with this, the same peak memory).
     gc.collect()
     gc.freeze()
+
+
+@pytest.fixture(autouse=True)
+def _seed():
     keras.utils.set_random_seed(0)
     np.random.seed(0)
     yield

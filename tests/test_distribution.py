@@ -18,7 +18,7 @@ import pytest
 
 import keras_vit
 from keras_vit.distribution import variable_axes
-from tests.testing import xla_flags
+from tests.xla import xla_flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEVICES = 8

@@ -2,7 +2,6 @@
 
 import inspect
 import math
-import os
 
 import keras
 import numpy as np
@@ -10,21 +9,6 @@ import numpy as np
 # Float32 tolerance for comparisons with the numpy references: the layers chain a
 # few matmuls and softmaxes of O(1) values, whose float32 rounding stays ~1e-6.
 ATOL = 1e-5
-
-
-def xla_flags(devices=None, optimized=False):
-    """`XLA_FLAGS` for a JAX subprocess: this session's with `devices` virtual CPU devices (one when None).
-
-    tests/conftest.py turns XLA:CPU's optimisation passes off, which saves compile time; with
-    `optimized` they are on again, for a run that computes long enough to pay for them.
-    """
-    dropped = ("--xla_force_host_platform_device_count",)
-    if optimized:
-        dropped += ("--xla_backend_optimization_level", "--xla_llvm_disable_expensive_passes")
-    kept = [flag for flag in os.environ.get("XLA_FLAGS", "").split() if not flag.startswith(dropped)]
-    if devices is not None:
-        kept.append(f"--xla_force_host_platform_device_count={devices}")
-    return " ".join(kept)
 
 
 def to_numpy(x):

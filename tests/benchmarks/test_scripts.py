@@ -142,15 +142,15 @@ def test_profile_step_rejects_an_unknown_backend():
     assert result.returncode == 2 and "--backend: invalid choice: 'torch'" in result.stderr
 
 
-@pytest.mark.parametrize("parse, argv, message", [
-    ("attention_check", ["--depth=0"], "--depth must be a positive integer. Received: depth=0"),
-    ("attention_check", ["--batch_size=-1"], "--batch_size must be a positive integer. Received: batch_size=-1"),
-    ("serving", ["--depth=-2"], "--depth must be a positive integer. Received: depth=-2"),
+@pytest.mark.parametrize("script, entry, argv, message", [
+    ("attention_check", "parse_args", ["--depth=0"], "--depth must be a positive integer. Received: depth=0"),
+    ("attention_check", "parse_args", ["--batch_size=-1"],
+     "--batch_size must be a positive integer. Received: batch_size=-1"),
+    ("serving", "main", ["--depth=-2"], "--depth must be a positive integer. Received: depth=-2"),
 ])
-def test_counts_below_one_are_refused_by_name(parse, argv, message, capsys):
+def test_counts_below_one_are_refused_by_name(script, entry, argv, message, capsys):
     import importlib
 
-    module = importlib.import_module(f"benchmarks.{parse}")
     with pytest.raises(SystemExit) as exit_info:
-        (module.parse_args if parse == "attention_check" else module.main)(argv)
+        getattr(importlib.import_module(f"benchmarks.{script}"), entry)(argv)
     assert exit_info.value.code == 2 and message in capsys.readouterr().err

@@ -1,12 +1,10 @@
 """Fixtures of the experiment scripts' tests."""
 
-import json
-import os
 import time
 
 import pytest
 
-from benchmarks.distillation import student_arguments
+from benchmarks.distillation import finished_summary, student_arguments
 from experiments import common
 from tests.train.helpers import call_main, make_idx_dataset
 
@@ -28,12 +26,10 @@ def trainer_in_this_process(monkeypatch):
     """
     def run_student(workdir, data_dir, seed, flags):
         start = time.perf_counter()
-        status = call_main(student_arguments(workdir, data_dir, seed, flags))
+        arguments = student_arguments(workdir, data_dir, seed, flags)
+        status = call_main(arguments)
         if status:
-            raise RuntimeError(f"train/main.py {student_arguments(workdir, data_dir, seed, flags)} exited {status}")
-        with open(os.path.join(workdir, "summary.json")) as f:
-            summary = json.load(f)
-        summary["wall_seconds"] = time.perf_counter() - start
-        return summary
+            raise RuntimeError(f"train/main.py {arguments} exited {status}")
+        return finished_summary(workdir, start)
 
     monkeypatch.setattr(common, "run_student", run_student)

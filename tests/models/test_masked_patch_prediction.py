@@ -8,7 +8,7 @@ from keras import ops
 import keras_vit
 from keras_vit import pretraining
 from keras_vit.models.masked_patch_prediction import MaskedPatchPrediction
-from tests.testing import xla_flags
+from tests.xla import xla_flags
 
 TINY = dict(image_size=16, patch_size=4, hidden_size=16, num_layers=1, num_heads=2, mlp_dim=16, num_classes=3)
 

@@ -13,7 +13,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from tests.testing import xla_flags
+from tests.xla import xla_flags
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # notebook -> how many figures (image/png outputs) it must draw

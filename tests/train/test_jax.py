@@ -13,7 +13,7 @@ import pytest
 
 import keras_vit  # noqa: F401  (registers the layers for loading)
 
-from tests.testing import xla_flags
+from tests.xla import xla_flags
 from tests.train.helpers import make_idx_dataset, run_main, run_many, tiny_flags
 
 EIGHT_DEVICES = {"KERAS_BACKEND": "jax", "XLA_FLAGS": xla_flags(8)}

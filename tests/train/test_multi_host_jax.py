@@ -17,7 +17,7 @@ import numpy as np
 
 import keras_vit  # noqa: F401  (registers the layers for loading)
 
-from tests.testing import xla_flags
+from tests.xla import xla_flags
 from tests.train.helpers import ROOT, main_command, make_idx_dataset, run_main, tiny_flags
 
 def free_port():

@@ -29,6 +29,7 @@ import math
 import os
 import re
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -113,6 +114,15 @@ def main():
                         help="blocks (per stage for Swin) instead of the variant's, for smoke runs")
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="profile_step_")
+    try:
+        _profile(parser, args, workdir)
+    finally:
+        # The HLO dump and the trace take tens of MB per run: nothing of them outlives the tables.
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _profile(parser, args, workdir):
+    """Runs the traced step with its files under `workdir` and prints the tables."""
     dump = os.path.join(workdir, "hlo")
     # XLA reads its flags once, when the backend starts: set them before importing it.
     os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), "--xla_cpu_enable_xprof_traceme=true",

@@ -10,9 +10,9 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def run(*args):
+def run(*args, env=None):
     result = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT, timeout=600,
-                            env={**os.environ, "KERAS_BACKEND": "tensorflow"})
+                            env={**os.environ, "KERAS_BACKEND": "tensorflow", **(env or {})})
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
@@ -112,9 +112,10 @@ def _dot_rows(text):
     return [line for line in text.split("| dot output |")[1].splitlines()[2:] if line.startswith("| ")]
 
 
-def test_profile_step_names_the_hlos_and_rates_the_dots():
+def test_profile_step_names_the_hlos_and_rates_the_dots(tmp_path):
     text = run("benchmarks/profile_step.py", "--variant=ViT_Ti16", "--image_size=32", "--batch_size=2", "--top=5",
-               "--depth=2")
+               "--depth=2", env={"TMPDIR": str(tmp_path)})
+    assert not list(tmp_path.glob("profile_step_*"))  # the HLO dump and trace are removed
     assert "kernel CPU" in text
     kinds = text.split("| HLO kind |")[1].split("| dot output |")[0]
     assert len([line for line in kinds.splitlines() if line.startswith("| ") and "---" not in line]) == 5

@@ -54,6 +54,7 @@ BAD_FLAGS = [
     ("--dropout_rate=1.0", r"--dropout_rate must be a number in \[0, 1\)\. Received: dropout_rate=1\.0"),
     ("--mixup=-0.8", r"--mixup must be a number in \[0, inf\)\. Received: mixup=-0\.8"),
     ("--seed=-1", r"--seed must be an integer >= 0\. Received: seed=-1"),
+    ("--optimizer=rmsprop", r"--optimizer must be one of \('adamw', 'sgd'\)\. Received: optimizer='rmsprop'"),
     ("--decay=exponential", r"--decay must be one of \('linear', 'cosine', 'constant'\)\. Received: decay='exponential'"),
     ("--precision=float16", r"--precision must be one of \('float32', 'bfloat16'\)\. Received: precision='float16'"),
     ("--config=jft", r"`config` must be one of \[.*'default'.*\]\. Received: config='jft'"),

@@ -9,7 +9,7 @@ import pytest
 
 import keras_vit
 from keras_vit import analysis
-from tests.train.helpers import make_idx_dataset, run_main, tiny_flags
+from tests.train.helpers import main_here, make_idx_dataset, tiny_flags
 from train import analysis_logging
 from train.analysis_logging import AnalysisLogger, heatmap, neighbour_similarity, parse_analyses, similarity_mosaic
 
@@ -129,10 +129,10 @@ def idx_dir(tmp_path_factory):
     return make_idx_dataset(tmp_path_factory.mktemp("fashion"), train=128, test=32)
 
 
-def test_cli_logs_analysis(tmp_path, idx_dir):
+def test_cli_logs_analysis(tmp_path, idx_dir, capsys):
     workdir = tmp_path / "run"
     convit = '{"patch_size": 4, "hidden_size": 16, "num_layers": 2, "num_heads": 4, "mlp_dim": 32, "num_gpsa_layers": 1}'
-    result = run_main(*tiny_flags(workdir, idx_dir, "--epochs=2", "--model=ConViT", f"--model_kwargs={convit}",
+    result = main_here(capsys, *tiny_flags(workdir, idx_dir, "--epochs=2", "--model=ConViT", f"--model_kwargs={convit}",
                                   "--log_analysis=gates,distance", "--analysis_images=16"))
     assert result.returncode == 0, result.stderr[-3000:]
     entries = json.loads((workdir / "analysis.json").read_text())
@@ -141,7 +141,7 @@ def test_cli_logs_analysis(tmp_path, idx_dir):
     assert os.listdir(workdir / "logs" / "analysis")
 
 
-def test_cli_rejects_gates_on_a_vit(tmp_path, idx_dir):
-    result = run_main(*tiny_flags(tmp_path / "run", idx_dir, "--epochs=1", "--log_analysis=gates"))
+def test_cli_rejects_gates_on_a_vit(tmp_path, idx_dir, capsys):
+    result = main_here(capsys, *tiny_flags(tmp_path / "run", idx_dir, "--epochs=1", "--log_analysis=gates"))
     assert result.returncode != 0
     assert "--log_analysis=gates needs a model with GPSA layers" in result.stderr

@@ -7,20 +7,20 @@ import keras
 import numpy as np
 
 import keras_vit  # noqa: F401  (registers the layers for loading)
-from tests.train.helpers import make_idx_dataset, run_in_process, run_main, tiny_flags
+from tests.train.helpers import main_here, make_idx_dataset, run_in_process, tiny_flags
 
 
 def weights(path):
     return keras.models.load_model(str(path)).get_weights()
 
 
-def test_hard_distillation_resumes_exactly_and_exports_the_student_alone(tmp_path):
+def test_hard_distillation_resumes_exactly_and_exports_the_student_alone(tmp_path, capsys):
     data = make_idx_dataset(tmp_path / "data", train=128, test=32)
-    teacher = run_main(*tiny_flags(tmp_path / "teacher", data, "--steps=8"))
+    teacher = main_here(capsys, *tiny_flags(tmp_path / "teacher", data, "--steps=8"))
     assert teacher.returncode == 0, teacher.stderr[-3000:]
     flags = ("--steps=8", f"--teacher={tmp_path / 'teacher' / 'model.keras'}", "--distillation=hard",
              "--mixup=0.8")
-    student = run_main(*tiny_flags(tmp_path / "student", data, *flags))
+    student = main_here(capsys, *tiny_flags(tmp_path / "student", data, *flags))
     assert student.returncode == 0, student.stderr[-3000:]
     assert json.loads((tmp_path / "student" / "summary.json").read_text())["step"] == 8
 
@@ -39,7 +39,7 @@ def test_hard_distillation_resumes_exactly_and_exports_the_student_alone(tmp_pat
         path = resumed / leftover
         shutil.rmtree(path) if path.is_dir() else path.unlink()
     (resumed / "checkpoints" / "latest").write_text("ckpt-4")
-    again = run_main(*tiny_flags(resumed, data, *flags))
+    again = main_here(capsys, *tiny_flags(resumed, data, *flags))
     assert again.returncode == 0, again.stderr[-3000:]
     assert "Resumed from ckpt-4 (step 4)" in again.stdout
     for a, b in zip(weights(resumed / "model.keras"), weights(tmp_path / "student" / "model.keras")):
@@ -63,13 +63,13 @@ def test_distillation_flags_are_checked_before_anything_runs(tmp_path, capsys):
         assert not (tmp_path / "run").exists()
 
 
-def test_a_student_with_a_distillation_token_learns_on_both_heads(tmp_path):
+def test_a_student_with_a_distillation_token_learns_on_both_heads(tmp_path, capsys):
     data = make_idx_dataset(tmp_path / "data", train=64, test=32)
-    teacher = run_main(*tiny_flags(tmp_path / "teacher", data, "--steps=2"))
+    teacher = main_here(capsys, *tiny_flags(tmp_path / "teacher", data, "--steps=2"))
     assert teacher.returncode == 0, teacher.stderr[-3000:]
     (tiny_kwargs,) = [flag for flag in tiny_flags(tmp_path, data) if flag.startswith("--model_kwargs=")]
     tiny = json.loads(tiny_kwargs.split("=", 1)[1])
-    student = run_main(*tiny_flags(tmp_path / "student", data, "--steps=4", "--distillation=soft",
+    student = main_here(capsys, *tiny_flags(tmp_path / "student", data, "--steps=4", "--distillation=soft",
                                    f"--teacher={tmp_path / 'teacher' / 'model.keras'}",
                                    f"--model_kwargs={json.dumps({**tiny, 'distillation': True})}"))
     assert student.returncode == 0, student.stderr[-3000:]

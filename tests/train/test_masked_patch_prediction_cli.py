@@ -8,7 +8,7 @@ import pytest
 from keras import ops
 
 import keras_vit  # noqa: F401  (registers the layers for loading)
-from tests.train.helpers import JIT_FLAG, TINY_MODEL, make_idx_dataset, run_main
+from tests.train.helpers import JIT_FLAG, TINY_MODEL, main_here, make_idx_dataset
 from train.checks import check_config
 from train.configs import PRESETS, get_config
 
@@ -18,11 +18,11 @@ def idx_dir(tmp_path_factory):
     return make_idx_dataset(tmp_path_factory.mktemp("fashion"), train=128, test=32)
 
 
-def test_pretrain_then_fine_tune_the_exported_encoder(tmp_path, idx_dir):
+def test_pretrain_then_fine_tune_the_exported_encoder(tmp_path, idx_dir, capsys):
     common = ("--config=fashion_mnist_vit", "--dataset=fashion_mnist", f"--data_dir={idx_dir}", "--image_size=16",
               "--batch_size=32", f"--model_kwargs={TINY_MODEL}", "--warmup_steps=2", JIT_FLAG)
     pretrain = tmp_path / "pretrain"
-    result = run_main(f"--workdir={pretrain}", *common, "--objective=masked_patch_prediction", "--epochs=2",
+    result = main_here(capsys, f"--workdir={pretrain}", *common, "--objective=masked_patch_prediction", "--epochs=2",
                       "--mpp_target=downsized", "--mpp_corruption_rate=0.15")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "pretraining loss" in result.stdout and "test accuracy" not in result.stdout
@@ -36,7 +36,7 @@ def test_pretrain_then_fine_tune_the_exported_encoder(tmp_path, idx_dir):
 
     finetune = tmp_path / "finetune"
     # Another seed: without the pretrained weights its encoder would start elsewhere.
-    result = run_main(f"--workdir={finetune}", *common, "--steps=4", "--seed=1",
+    result = main_here(capsys, f"--workdir={finetune}", *common, "--steps=4", "--seed=1",
                       f"--pretrained={pretrain / 'model.keras'}")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "test accuracy" in result.stdout

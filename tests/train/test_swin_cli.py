@@ -6,7 +6,7 @@ import keras
 import numpy as np
 
 import keras_vit  # also registers the layers for loading
-from tests.train.helpers import make_idx_dataset, run_main
+from tests.train.helpers import main_here, make_idx_dataset
 
 # 16 x 16 images in 2 x 2 patches: an 8 x 8 map, then 4 x 4 after the merging. A
 # window of 3 divides neither, so both stages pad (to 9 x 9 and 6 x 6) and every
@@ -14,7 +14,7 @@ from tests.train.helpers import make_idx_dataset, run_main
 TINY_SWIN = '{"patch_size": 2, "embed_dim": 16, "depths": [2, 2], "num_heads": [1, 2], "window_size": 3}'
 
 
-def test_swin_preset_trains_a_tiny_swin_and_exports_it(tmp_path):
+def test_swin_preset_trains_a_tiny_swin_and_exports_it(tmp_path, capsys):
     import tensorflow as tf
 
     data_dir = make_idx_dataset(tmp_path / "data", train=128, test=32)
@@ -22,7 +22,7 @@ def test_swin_preset_trains_a_tiny_swin_and_exports_it(tmp_path):
     # The preset's recipe (RandAugment on gray images, MixUp/CutMix, drop path 0.2,
     # clipping at 5) with the data, size and length of a CPU test; float32 so that
     # the exported model can be compared tightly.
-    result = run_main(
+    result = main_here(capsys, 
         "--config=swin", "--model=SwinTransformer", f"--model_kwargs={TINY_SWIN}",
         f"--workdir={workdir}", "--dataset=fashion_mnist", f"--data_dir={data_dir}", "--eval_split=test",
         "--image_size=16", "--batch_size=32", "--steps=4", "--warmup_steps=2", "--precision=float32",

@@ -1,8 +1,9 @@
 """The trainer on JAX over 8 virtual devices: data parallel as one device would, `--tpu` without one.
 
-The runs are subprocesses with `KERAS_BACKEND=jax` and
-`XLA_FLAGS=--xla_force_host_platform_device_count=8`, whatever the backend of the
-test session (XLA reads the flag when JAX starts).
+These run in the JAX phase of the suite only. The multi-device runs are subprocesses with
+`XLA_FLAGS=--xla_force_host_platform_device_count=8` (XLA reads the flag when JAX
+starts); the one-device references are calls in the test's process, on the session's
+single CPU device (they were subprocesses of the TensorFlow phase until #38).
 """
 
 import json
@@ -14,10 +15,10 @@ import pytest
 import keras_vit  # noqa: F401  (registers the layers for loading)
 
 from tests.xla import xla_flags
-from tests.train.helpers import make_idx_dataset, run_main, run_many, tiny_flags
+from tests.train.helpers import BACKEND, main_here, make_idx_dataset, run_main, run_many, tiny_flags
 
+pytestmark = pytest.mark.skipif(BACKEND != "jax", reason="the JAX trainer: runs in the suite's JAX phase")
 EIGHT_DEVICES = {"KERAS_BACKEND": "jax", "XLA_FLAGS": xla_flags(8)}
-ONE_DEVICE = {"KERAS_BACKEND": "jax", "XLA_FLAGS": xla_flags()}
 
 
 @pytest.fixture(scope="module")
@@ -29,12 +30,12 @@ def weights(path):
     return [keras.ops.convert_to_numpy(w) for w in keras.models.load_model(str(path)).weights]
 
 
-def test_data_parallel_over_8_devices_trains_like_one_device(tmp_path, idx_dir):
+def test_data_parallel_over_8_devices_trains_like_one_device(tmp_path, idx_dir, capsys):
     flags = ("--epochs=2", "--ema_decay=0.9", "--augmentation=inception_crop", "--jit_compile=true")
     parallel = run_main(*tiny_flags(tmp_path / "parallel", idx_dir, *flags), env=EIGHT_DEVICES)
     assert parallel.returncode == 0, parallel.stderr[-3000:]
     assert "backend=jax on data parallel (keras.distribution.DataParallel) over 8 cpu devices" in parallel.stdout
-    single = run_main(*tiny_flags(tmp_path / "single", idx_dir, *flags), env=ONE_DEVICE)
+    single = main_here(capsys, *tiny_flags(tmp_path / "single", idx_dir, *flags))
     assert single.returncode == 0, single.stderr[-3000:]
     assert "on 1 cpu device" in single.stdout
     # The same global batches, split over 8 devices: the same training up to
@@ -68,7 +69,7 @@ def test_jax_flag_errors_are_one_line(tmp_path, idx_dir):
 
 # Over 60 s (about 95 s): the default preset's hybrid on a 4x2 mesh evaluated over 10,000 test
 # images (fewer batches did not reproduce the abort it guards against), and on one device.
-def test_fsdp_with_the_default_model_evaluates_many_batches_like_one_device(tmp_path_factory, tmp_path):
+def test_fsdp_with_the_default_model_evaluates_many_batches_like_one_device(tmp_path_factory, tmp_path, capsys):
     # The README's model (the default preset's hybrid) on a 4x2 mesh at the default batch size,
     # evaluated over 78 batches of Fashion-MNIST's test-split size: Keras' callback thread reading
     # one batch's logs beside the next step's collectives made XLA:CPU's all-reduce rendezvous
@@ -84,7 +85,7 @@ def test_fsdp_with_the_default_model_evaluates_many_batches_like_one_device(tmp_
     # The one-device reference trains on the same images and needs no long evaluation: its test split
     # is one batch (it evaluated all 10,000 images until #38; only the sharded run's evaluation aborted).
     small = make_idx_dataset(tmp_path_factory.mktemp("fashion_128"), train=256, test=128, size=32)
-    single = run_main(f"--workdir={tmp_path / 'single'}", *flags, f"--data_dir={small}", env=ONE_DEVICE)
+    single = main_here(capsys, f"--workdir={tmp_path / 'single'}", *flags, f"--data_dir={small}")
     assert single.returncode == 0, single.stderr[-3000:]
     summaries = [json.loads((tmp_path / run / "summary.json").read_text()) for run in ("fsdp", "single")]
     assert summaries[0]["eval_images"] == 78 * 128 and summaries[1]["eval_images"] == 128
@@ -94,7 +95,8 @@ def test_fsdp_with_the_default_model_evaluates_many_batches_like_one_device(tmp_
 
 # Over 60 s (about 85 s): four JAX runs (sharded and not, each straight and resumed from the
 # other layout's checkpoint), with kernels wide enough (512) for FSDP to shard them.
-def test_fsdp_over_a_2x4_mesh_trains_like_one_device_and_orbax_checkpoints_move_between_layouts(tmp_path, idx_dir):
+def test_fsdp_over_a_2x4_mesh_trains_like_one_device_and_orbax_checkpoints_move_between_layouts(tmp_path, idx_dir,
+                                                                                                 capsys):
     """FSDP trains as one device does, and a run resumed from the other layout's checkpoint ends alike.
 
     Orbax writes each array as the devices hold it (FSDP: in shards over the
@@ -109,10 +111,10 @@ def test_fsdp_over_a_2x4_mesh_trains_like_one_device_and_orbax_checkpoints_move_
     # 4 steps an epoch: checkpoints at steps 4 (the epoch's end) and 6 (the run's end).
     flags = ("--steps=6", "--jit_compile=true", "--augmentation=none", f"--model_kwargs={model}")
     fsdp = ("--distribution=fsdp", "--mesh=batch:2,model:4")
-    layouts = {"sharded": (fsdp, EIGHT_DEVICES), "unsharded": ((), ONE_DEVICE)}
+    layouts = {"sharded": (fsdp, EIGHT_DEVICES), "unsharded": ((), None)}  # None: in this process
     finals = {}
     for name, (extra, env) in layouts.items():
-        run = run_main(*tiny_flags(tmp_path / name, idx_dir, *flags, *extra), env=env)
+        run = _run(capsys, env, *tiny_flags(tmp_path / name, idx_dir, *flags, *extra))
         assert run.returncode == 0, run.stderr[-3000:]
         if name == "sharded":
             assert "FSDP (keras.distribution.ModelParallel) over 8 cpu devices, mesh batch:2 x model:4" in run.stdout
@@ -128,13 +130,18 @@ def test_fsdp_over_a_2x4_mesh_trains_like_one_device_and_orbax_checkpoints_move_
         workdir = tmp_path / f"{written}_then_{resumed}"
         shutil.copytree(tmp_path / written, workdir)
         _as_if_stopped_after_the_first_checkpoint(workdir)
-        run = run_main(*tiny_flags(workdir, idx_dir, *flags, *extra), env=env)
+        run = _run(capsys, env, *tiny_flags(workdir, idx_dir, *flags, *extra))
         assert run.returncode == 0, run.stderr[-3000:]
         assert "Resumed from ckpt-4 (step 4)" in run.stdout
         # Steps 5 and 6 ran in the other layout: equal to the uninterrupted run up to
         # the float32 summation order that sharding changes.
         for a, b in zip(weights(workdir / "model.keras"), finals[written]):
             np.testing.assert_allclose(a, b, atol=5e-5)
+
+
+def _run(capsys, env, *flags):
+    """The trainer in a process with `env` added, or in this one when `env` is None."""
+    return main_here(capsys, *flags) if env is None else run_main(*flags, env=env)
 
 
 def _as_if_stopped_after_the_first_checkpoint(workdir):
@@ -146,19 +153,19 @@ def _as_if_stopped_after_the_first_checkpoint(workdir):
     (workdir / "checkpoints" / "latest").write_text("ckpt-4")
 
 
-# Over 60 s (about 70 s): a run on each backend and the cross-backend resumes, one process each.
-def test_a_tensorflow_checkpoint_resumes_on_jax_and_an_orbax_one_is_refused_on_tensorflow(tmp_path, idx_dir):
+# The TensorFlow runs are processes of their own; the JAX ones run here.
+def test_a_tensorflow_checkpoint_resumes_on_jax_and_an_orbax_one_is_refused_on_tensorflow(tmp_path, idx_dir, capsys):
     # Compiled on both backends: the JAX runs would otherwise dispatch op by op (twice as long).
     flags = ("--steps=6", "--augmentation=none", "--jit_compile=true")
     tensorflow = {"KERAS_BACKEND": "tensorflow"}
     run = run_main(*tiny_flags(tmp_path / "tf", idx_dir, *flags), env=tensorflow)
     assert run.returncode == 0, run.stderr[-3000:]
     _as_if_stopped_after_the_first_checkpoint(tmp_path / "tf")
-    resumed = run_main(*tiny_flags(tmp_path / "tf", idx_dir, *flags), env=ONE_DEVICE)
+    resumed = main_here(capsys, *tiny_flags(tmp_path / "tf", idx_dir, *flags))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "Resumed from ckpt-4 (step 4)" in resumed.stdout
 
-    run = run_main(*tiny_flags(tmp_path / "jax", idx_dir, *flags), env=ONE_DEVICE)
+    run = main_here(capsys, *tiny_flags(tmp_path / "jax", idx_dir, *flags))
     assert run.returncode == 0, run.stderr[-3000:]
     _as_if_stopped_after_the_first_checkpoint(tmp_path / "jax")
     refused = run_main(*tiny_flags(tmp_path / "jax", idx_dir, *flags), env=tensorflow)

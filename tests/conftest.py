@@ -73,9 +73,9 @@ BACKENDS = {
     "train/test_masked_patch_prediction_cli.py": BOTH,
     "train/test_jax.py": BOTH,  # the JAX trainer: skipped on TensorFlow, its references run in-process
     # train/: test_data (tf.data), test_presets and test_swin_cli (configuration), test_analysis_logging
-    # (a callback around numerics tested in analysis/), test_strategy, test_multi_worker and
-    # test_remote_workdir (TensorFlow's own) and test_multi_host_jax (subprocesses pinned to JAX) stay
-    # on one.
+    # (a callback around numerics tested in analysis/), test_strategy, test_multi_worker
+    # and test_remote_workdir (TensorFlow's own) stay on one; test_multi_host_jax's two-host test is
+    # marked `both_backends` itself and skipped on TensorFlow, as test_jax is.
     "bad_inputs": ONE,  # refused before anything is built or run
     "bad_inputs/test_calls.py": BOTH,  # the image check lives in the model graph
     "bad_inputs/test_cli.py": BOTH,  # some flags are refused on one backend only

@@ -237,8 +237,7 @@ SLOW = {
     # train/test_masked_patch_prediction_cli.py
     "train/test_masked_patch_prediction_cli.py::test_pretrain_then_fine_tune_the_exported_encoder",
     # train/test_multi_worker.py (every test)
-    "train/test_multi_worker.py::test_a_killed_worker_stops_the_job_and_the_job_resumes_from_the_last_checkpoint",
-    "train/test_multi_worker.py::test_two_workers_train_like_one_process_on_the_same_global_batches",
+    "train/test_multi_worker.py::test_a_killed_worker_stops_the_job_which_resumes_and_trains_like_one_process",
     # train/test_presets.py
     "train/test_presets.py::test_a_run_of_the_command_line_checks_its_configuration_once",
     "train/test_presets.py::test_remat_with_the_presets_stochastic_depth_builds_and_trains_a_step",

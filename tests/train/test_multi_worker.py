@@ -59,31 +59,6 @@ def weights(path):
     return keras.saving.load_model(path).get_weights()
 
 
-# Over 60 s (about 90 s in the suite, with other tests beside it): two TensorFlow worker processes
-# that join over gRPC and train, then the one-process reference run (in this process since #38).
-def test_two_workers_train_like_one_process_on_the_same_global_batches(tmp_path):
-    data = make_idx_dataset(tmp_path / "data")
-    flags = tiny_flags(tmp_path / "job", data, "--steps=16", "--checkpoint_every_steps=8")
-    codes, outputs = finish(start_workers(flags))
-    assert codes == [0, 0], outputs
-    assert "2 replica(s)" in outputs[0]
-    assert "a non-chief worker" in outputs[1] and "a non-chief worker" not in outputs[0]
-
-    assert call_main(list(tiny_flags(tmp_path / "single", data, "--steps=16", "--checkpoint_every_steps=8"))) == 0
-    # Each worker read its half of every global batch of 32; the all-reduced
-    # gradient is the global batch's mean, so the weights are the single
-    # process's up to float32 summation order.
-    for ours, reference in zip(weights(tmp_path / "job" / "model.keras"), weights(tmp_path / "single" / "model.keras")):
-        np.testing.assert_allclose(ours, reference, atol=1e-4)
-
-    # Only the chief wrote: the files of one run, no second set, no scratch left behind.
-    job = tmp_path / "job"
-    assert sorted(os.listdir(job)) == ["checkpoints", "config.json", "logs", "model.keras", "saved_model",
-                                       "summary.json"]
-    assert sorted(os.listdir(job / "checkpoints")) == ["ckpt-16", "ckpt-8", "latest"]
-    assert json.loads((job / "summary.json").read_text())["chief"] is True
-
-
 def wait_for(predicate, timeout, what):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -93,9 +68,12 @@ def wait_for(predicate, timeout, what):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-# Over 60 s (about 115 s on 2 cores): two worker processes train, one is killed, the other must
-# notice and stop, and both are started again to resume; four TensorFlow processes in all.
-def test_a_killed_worker_stops_the_job_and_the_job_resumes_from_the_last_checkpoint(tmp_path):
+
+# Over 60 s (about 60 s alone on 2 cores): two worker processes train, one is killed, the other must
+# notice and stop, both are started again and finish; then the one-process reference run (in this
+# process). This was two tests until #38, the first with its own two-worker run of 16 steps: the
+# resumed job now carries that test's assertions.
+def test_a_killed_worker_stops_the_job_which_resumes_and_trains_like_one_process(tmp_path):
     data = make_idx_dataset(tmp_path / "data")
     # Long enough that the job is still training when the first checkpoint appears and a worker is
     # killed (88 steps after it); short enough that the resumed job ends soon (it was 300 until #38).
@@ -120,3 +98,20 @@ def test_a_killed_worker_stops_the_job_and_the_job_resumes_from_the_last_checkpo
     resumed_step = int(outputs[0].split("Resumed from ckpt-")[1].split()[0])
     assert resumed_step >= int(last.split("-")[1])
     assert "steps             96 (resumed from" in outputs[0]
+    assert "2 replica(s)" in outputs[0]
+    assert "a non-chief worker" in outputs[1] and "a non-chief worker" not in outputs[0]
+
+    assert call_main(list(tiny_flags(tmp_path / "single", data, "--steps=96", "--checkpoint_every_steps=8"))) == 0
+    # Each worker read its half of every global batch of 32, before the kill and after the
+    # resume; the all-reduced gradient is the global batch's mean, so the weights are the
+    # single process's up to float32 summation order, which 96 AdamW steps carry further than
+    # the 16 of the earlier test (1.8e-4 measured here, against under 1e-4 after 16).
+    for ours, reference in zip(weights(tmp_path / "job" / "model.keras"), weights(tmp_path / "single" / "model.keras")):
+        np.testing.assert_allclose(ours, reference, atol=3e-4)
+
+    # Only the chief wrote: the files of one run, no second set, no scratch left behind.
+    job = tmp_path / "job"
+    assert sorted(os.listdir(job)) == ["checkpoints", "config.json", "logs", "model.keras", "saved_model",
+                                       "summary.json"]
+    assert sorted(os.listdir(checkpoints)) == ["ckpt-88", "ckpt-96", "latest"]
+    assert json.loads((job / "summary.json").read_text())["chief"] is True

@@ -1,13 +1,13 @@
 """benchmarks/distillation.py runs end to end on tiny settings and prints its table."""
 
-import os
-import subprocess
-import sys
+import types
 
+import pytest
+
+from benchmarks import distillation
 from benchmarks.distillation import SECTION, replace_section, supports_distillation_token
-from tests.train.helpers import make_idx_dataset
+from tests.train.helpers import make_idx_dataset, run_student_here
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # A tiny student (the preset's 7x7 patches on 28x28 images): each run takes seconds.
 TINY_STUDENT = '{"hidden_size": 16, "num_layers": 2, "num_heads": 2, "mlp_dim": 32}'
 
@@ -17,17 +17,25 @@ def _rows(text):
             if line.startswith("| ") and not line.startswith("| model")]
 
 
-# Over 60 s (about 75 s): the teacher and each student arm train in processes of their own,
-# as the script runs them.
-def test_distillation_prints_the_teacher_and_every_student_row(tmp_path):
+# The script runs in this process; of its trainer runs, the first student's is a process of its
+# own, as the script runs them all (the subprocess plumbing, once), and the others are calls here
+# (`run_student_here`: they were processes too until #38, about 75 s in all).
+def test_distillation_prints_the_teacher_and_every_student_row(tmp_path, monkeypatch, capsys):
     source = make_idx_dataset(tmp_path / "source", train=256, test=64, size=28)
     workdir = tmp_path / "work"
-    result = subprocess.run(
-        [sys.executable, "benchmarks/distillation.py", f"--source_dir={source}", "--train_size=256",
-         "--test_size=64", "--steps=2", "--teacher_steps=2", "--seeds=0", "--attention_images=16",
-         f"--model_kwargs={TINY_STUDENT}", f"--workdir={workdir}"],
-        capture_output=True, text=True, cwd=ROOT, timeout=300, env={**os.environ, "KERAS_BACKEND": "tensorflow"})
-    assert result.returncode == 0, result.stderr[-3000:]
+    calls = []
+
+    def run_student(*args):
+        calls.append(args)
+        return (distillation.run_student if len(calls) == 1 else run_student_here)(*args)
+
+    monkeypatch.setattr(distillation, "run_student", run_student)
+    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")  # the student process's backend
+    status = distillation.main([
+        f"--source_dir={source}", "--train_size=256", "--test_size=64", "--steps=2", "--teacher_steps=2",
+        "--seeds=0", "--attention_images=16", f"--model_kwargs={TINY_STUDENT}", f"--workdir={workdir}"])
+    assert status == 0
+    result = types.SimpleNamespace(stdout=capsys.readouterr().out)
     rows = _rows(result.stdout)
     expected = ["none", "none", "hard, one head"]
     if supports_distillation_token():
@@ -58,12 +66,13 @@ def test_the_section_is_replaced_in_place_or_appended():
         f"{text}\n{SECTION}\n\nsecond\n\n## Later\n\nkept too\n")
 
 
-def test_distillation_rejects_a_missing_source_and_a_used_workdir(tmp_path):
+def test_distillation_rejects_a_missing_source_and_a_used_workdir(tmp_path, capsys):
     (tmp_path / "used").mkdir()
     (tmp_path / "used" / "file").write_text("x")
     source = make_idx_dataset(tmp_path / "source", train=8, test=8, size=28)
     for flags, message in (([f"--source_dir={tmp_path / 'none'}"], "--source_dir holds no"),
                            ([f"--source_dir={source}", f"--workdir={tmp_path / 'used'}"], "--workdir must be empty")):
-        result = subprocess.run([sys.executable, "benchmarks/distillation.py", *flags], capture_output=True,
-                                text=True, cwd=ROOT, timeout=120)
-        assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
+        with pytest.raises(SystemExit) as exit_info:  # argparse's exit, before anything runs
+            distillation.main(flags)
+        stderr = capsys.readouterr().err
+        assert exit_info.value.code == 2 and message in stderr, stderr[-2000:]

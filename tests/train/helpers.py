@@ -6,6 +6,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 import types
 
 import numpy as np
@@ -120,6 +121,23 @@ def main_here(capsys, *flags):
     status = call_main(list(flags))
     captured = capsys.readouterr()
     return types.SimpleNamespace(returncode=status, stdout=captured.out, stderr=captured.err)
+
+
+def run_student_here(workdir, data_dir, seed, flags):
+    """`benchmarks.distillation.run_student` with the trainer called in this process.
+
+    The scripts run each student in a process of its own, which imports TensorFlow and
+    Keras again (about 9 s of a tiny run's 12 on 2 cores); the same flags
+    (`student_arguments`) go to the same `main` here.
+    """
+    from benchmarks.distillation import finished_summary, student_arguments
+
+    start = time.perf_counter()
+    arguments = student_arguments(workdir, data_dir, seed, flags)
+    status = call_main(arguments)
+    if status:
+        raise RuntimeError(f"train/main.py {arguments} exited {status}")
+    return finished_summary(workdir, start)
 
 
 def run_in_process(argv, capsys):

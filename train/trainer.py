@@ -244,6 +244,12 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
             steps_per_execution=config.steps_per_execution,
             **supervision,
         )
+        # The optimizer's variables (moments, EMA averages) made here, eagerly. Left to Keras, on
+        # TensorFlow without a strategy it makes them while tracing the first step, each with a
+        # guard `tf.cond` whose two branch functions stay registered in the process for good
+        # (about 130 per run of a tiny ViT; later tracing and SavedModel exports in the same
+        # process slow down with them).
+        model.optimizer.build(model.trainable_variables)
         analyses = parse_analyses(config.log_analysis)
         if analyses:
             check_model_supports(student, analyses)

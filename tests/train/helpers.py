@@ -1,4 +1,4 @@
-"""Tiny generated datasets and a runner for `train/main.py` in a subprocess."""
+"""Tiny generated datasets, and runners for `train/main.py`: in a subprocess, or called in this process."""
 
 import gzip
 import json

@@ -141,13 +141,9 @@ def run_student_here(workdir, data_dir, seed, flags):
 
 
 def run_in_process(argv, capsys):
-    """`call_main(argv)` here; returns `(status, stderr)`.
-
-    For flag checks and short runs: no new process, so no second import of TensorFlow (about
-    8 s a run).
-    """
-    status = call_main(argv)
-    return status, capsys.readouterr().err
+    """`main_here` for flag checks and short runs; returns `(status, stderr)`."""
+    result = main_here(capsys, *argv)
+    return result.returncode, result.stderr
 
 
 def run_many(argv_lists, env, timeout=600):

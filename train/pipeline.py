@@ -31,6 +31,12 @@ from keras_vit.preprocessing.sampling import repeated_augmentation_order
 from keras_vit.preprocessing.training import train_transform
 from keras_vit.weights.registry import known_checkpoint_key
 
+# The functions tf.data traces here are written in TensorFlow's own control flow (`tf.cond`,
+# `tf.switch_case`, stateless random ops), with no Python branch or loop on a tensor for
+# AutoGraph to rewrite. Left to convert them, it transpiled about 300 functions (RandAugment's
+# operations, mixing, erasing) on each run: 10 of the 32 s of a tiny run with the DeiT recipe.
+_as_written = tf.autograph.experimental.do_not_convert
+
 # The crop of each training image: ViT's inception crop, DeiT's (timm's) random resized
 # crop, or a plain resize; all but "none" flip half of the images horizontally.
 AUGMENTATIONS = ("inception_crop", "random_resized_crop", "flip", "none")
@@ -157,6 +163,7 @@ def make_train_dataset(source, image_size, batch_size, seed, augmentation="incep
         """
         data = data.batch(per_replica, drop_remainder=True)
 
+        @_as_written
         def with_seed(index, batch):
             step, slot = index // replica_batches_per_step, index % replica_batches_per_step
             slice_id = (step * pipelines + pipeline_id) * replica_batches_per_step + slot
@@ -169,6 +176,7 @@ def make_train_dataset(source, image_size, batch_size, seed, augmentation="incep
         raise ValueError(f"`mixing_group` must divide the per-replica batch ({per_replica}). "
                          f"Received: mixing_group={mixing_group}")
 
+    @_as_written
     def mix(images, labels, mix_seed):
         if group == per_replica:
             return mix_batch(images, labels, mix_seed, mixup_alpha=mixup, cutmix_alpha=cutmix)
@@ -189,6 +197,7 @@ def make_train_dataset(source, image_size, batch_size, seed, augmentation="incep
 
     end_epoch = max(end_epoch or 0, start_epoch + 1)
     if source.read is not None:
+        @_as_written
         def one_epoch(epoch):
             epoch_key = _epoch_key(seed, epoch)
             if repeated_augmentation > 1:
@@ -204,6 +213,7 @@ def make_train_dataset(source, image_size, batch_size, seed, augmentation="incep
             positions = tf.reshape(positions, (-1,))
             data = tf.data.Dataset.from_tensor_slices((tf.gather(order, positions), positions))
 
+            @_as_written
             def load(index, position):
                 image, label, ok = source.read(index)
                 image, label = prepare(image, label, position, epoch_key)
@@ -240,7 +250,7 @@ def _streamed_epochs(source, steps_per_epoch, replica_batches_per_step, start_ep
         if repeated_augmentation > 1:
             data = data.flat_map(lambda *example: tf.data.Dataset.from_tensors(example).repeat(repeated_augmentation))
         data = data.repeat().enumerate().map(
-            lambda position, example: prepare(*example, position, epoch_key),
+            _as_written(lambda position, example: prepare(*example, position, epoch_key)),
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         return finish(data, epoch_key).take(steps_per_epoch * replica_batches_per_step)
 
@@ -289,6 +299,7 @@ def make_eval_dataset(source, image_size, batch_size, drop_remainder=False, tran
     num_classes = source.num_classes
     transform = transform or (lambda image: resize(image, image_size))
 
+    @_as_written
     def prepare(image, label):
         return transform(image), tf.one_hot(label, num_classes)
 

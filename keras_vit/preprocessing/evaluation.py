@@ -173,6 +173,7 @@ def eval_transform(name_or_config, reference="authors", **overrides):
     image_size = config.image_size
     scale = config.resized_size
 
+    @tf.autograph.experimental.do_not_convert  # as `train_transform`'s: nothing for AutoGraph to rewrite
     def transform(image):
         image = checked_rgb_image(image)
         if config.crop_mode == "center":

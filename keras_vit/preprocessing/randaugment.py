@@ -315,7 +315,9 @@ def compiled_transform(name, interpolation="bicubic", image_shape=None):
 
     signature = [tf.TensorSpec(image_shape or (None, None, 3), tf.uint8), tf.TensorSpec([], tf.float64),
                  tf.TensorSpec([3], tf.uint8)]
-    return tf.function(run, input_signature=signature, jit_compile=compile_)
+    # autograph=False: `_transform` branches in TensorFlow ops, not on tensors in Python, and
+    # converting the 15 operations' code cost seconds per pipeline (train/pipeline.py).
+    return tf.function(run, input_signature=signature, jit_compile=compile_, autograph=False)
 
 
 @functools.lru_cache(maxsize=64)
@@ -328,7 +330,7 @@ def _compiled_affine(interpolation, image_shape, template):
         return affine_transform(image, matrix, fill, interpolation)
 
     signature = [tf.TensorSpec(image_shape, tf.uint8), tf.TensorSpec([6], tf.float64), tf.TensorSpec([3], tf.uint8)]
-    return tf.function(run, input_signature=signature, jit_compile=True)
+    return tf.function(run, input_signature=signature, jit_compile=True, autograph=False)
 
 
 def _static_shape(image):
@@ -355,7 +357,8 @@ def _policy_branch(name, interpolation, fixed_level, image_shape):
 
     signature = [tf.TensorSpec(image_shape or (None, None, 3), tf.uint8), tf.TensorSpec([], tf.float64),
                  tf.TensorSpec([], tf.float64), tf.TensorSpec([3], tf.uint8)]
-    return tf.function(run, input_signature=signature, experimental_attributes={"_noinline": True})
+    return tf.function(run, input_signature=signature, experimental_attributes={"_noinline": True},
+                       autograph=False)
 
 
 def _as_rgb(image, fill):

@@ -291,6 +291,23 @@ def test_vit_transform_runs_in_tf_data_with_unknown_sizes_and_repeats_with_its_s
     assert not np.array_equal(transform(images[0], [0, 1]), transform(images[0], [0, 2]))
 
 
+def test_transforms_trace_without_autograph_and_give_their_eager_pixels(photographs):
+    # Both transforms tell AutoGraph to leave them as written (it spent seconds per pipeline
+    # transpiling RandAugment's operations): right only while nothing in them branches in Python
+    # on a tensor, which a graph traced without AutoGraph refuses.
+    from keras_vit.preprocessing import EvalConfig, eval_transform
+
+    image = photographs["rocket_portrait"]
+    any_size = tf.TensorSpec((None, None, 3), tf.uint8)
+    deit = training.train_transform_for("deit", 32)
+    traced = tf.function(deit, input_signature=[any_size, tf.TensorSpec([2], tf.int32)], autograph=False)
+    np.testing.assert_array_equal(traced(image, tf.constant([3, 1])), deit(image, tf.constant([3, 1])))
+    evaluate = eval_transform(EvalConfig(image_size=32, interpolation="bicubic", crop_fraction=0.875,
+                                         crop_mode="center"))
+    traced = tf.function(evaluate, input_signature=[any_size], autograph=False)
+    np.testing.assert_array_equal(traced(image), evaluate(image))
+
+
 def test_transform_takes_grayscale_and_float_images(photographs):
     gray = photographs["chelsea_small"][..., :1]
     out = training.train_transform(24, crop="resize", random_erasing=1.0)(gray, [1, 2])

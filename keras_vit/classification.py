@@ -10,7 +10,6 @@ with it (`keras_vit.export.saved_model` then serves uint8 photographs of any siz
 `classify` reads files, takes arrays of different sizes, and decodes the top-k labels.
 """
 
-import difflib
 import os
 
 import keras
@@ -18,7 +17,7 @@ import numpy as np
 
 from keras_vit.imagenet import decode_predictions
 from keras_vit.models.variants import build_variant
-from keras_vit.preprocessing.checkpoints import CHECKPOINT_PREPROCESSING, eval_config
+from keras_vit.preprocessing.checkpoints import checkpoint_key, eval_config
 from keras_vit.preprocessing.layers import EvalTransform
 
 
@@ -43,16 +42,10 @@ def image_classifier(checkpoint, model=None, reference="authors"):
         logits.
 
     Raises:
-        ValueError: for an unknown checkpoint name or `reference`, or a
+        ValueError: for an unknown checkpoint name (any case matches) or `reference`, or a
             `model` whose input size is not the transform's output size.
     """
-    if not isinstance(checkpoint, str) or checkpoint not in CHECKPOINT_PREPROCESSING:
-        close = difflib.get_close_matches(str(checkpoint), list(CHECKPOINT_PREPROCESSING), n=3, cutoff=0.6)
-        raise ValueError(
-            f"`checkpoint` must be a known checkpoint, 'Variant/name' (close names: {close}; all "
-            f"{len(CHECKPOINT_PREPROCESSING)} are the keys of keras_vit.weights.KNOWN_CHECKPOINTS). "
-            f"Received: checkpoint={checkpoint!r}"
-        )
+    checkpoint = checkpoint_key(checkpoint, argument="checkpoint")  # the registry's spelling
     config = eval_config(checkpoint, reference)
     if model is None:
         variant = checkpoint.split("/")[0]

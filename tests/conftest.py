@@ -12,6 +12,7 @@ missing); a test may override its file with its own marker.
 that took 5 s or more on two cores (`SLOW`: end-to-end subprocess runs, notebooks, the docs build).
 """
 
+import functools
 import gc
 import os
 import pathlib
@@ -298,8 +299,9 @@ def _optimizer_variables_made_at_compile():
     TensorFlow keeps registered for the life of the process: one `fit` of a tiny
     ViT left 84 functions and 31,000 objects alive, and after the model tests a
     worker held 1,500 such functions, which made each later trace and export
-    (SavedModel, OpenVINO, LiteRT) about twice as slow. The variables and the
-    training are the same either way (the trainer's tests compare runs made both ways).
+    (SavedModel, OpenVINO, LiteRT) about twice as slow. The variables are the same
+    either way. A test marked `optimizer_built_by_keras` keeps Keras' own path, the one
+    a user's plain `compile` and `fit` take.
     """
     if keras.backend.backend() != "tensorflow":
         yield
@@ -309,14 +311,29 @@ def _optimizer_variables_made_at_compile():
     owner = next(cls for cls in keras.Model.__mro__ if "compile" in vars(cls))
     compile_model = owner.compile
 
+    @functools.wraps(compile_model)
     def compile_and_build(self, *args, **kwargs):
         compile_model(self, *args, **kwargs)
+        if keras_builds_the_optimizer:
+            return
         if self.built and self.optimizer is not None and not self.optimizer.built:
             self.optimizer.build(self.trainable_variables)
 
     owner.compile = compile_and_build
     yield
     owner.compile = compile_model
+
+
+keras_builds_the_optimizer = False
+
+
+@pytest.fixture(autouse=True)
+def _optimizer_built_by_keras(request):
+    """The marker `optimizer_built_by_keras`: this test's models build their optimizers as Keras does."""
+    global keras_builds_the_optimizer
+    keras_builds_the_optimizer = request.node.get_closest_marker("optimizer_built_by_keras") is not None
+    yield
+    keras_builds_the_optimizer = False
 
 
 @pytest.fixture(autouse=True)

@@ -83,7 +83,10 @@ def test_a_model_of_another_size_and_bad_images_are_refused():
         keras_vit.image_classifier("ViT_B16/augreg", model=model)
     with pytest.raises(ValueError, match=r"`checkpoint` must be a known .*'ViT_B16/augreg'.*checkpoint='ViT_B16/nonsense'"):
         keras_vit.image_classifier("ViT_B16/nonsense", model=model)
-    classifier = keras_vit.image_classifier("ViT_B16/augreg", model=_model("ViT_B16/augreg"))
+    with pytest.raises(ValueError, match=r"`checkpoint` must be a known .*Received: checkpoint=None"):
+        keras_vit.image_classifier(None, model=model)
+    # Any case names the checkpoint, as in `eval_config`.
+    classifier = keras_vit.image_classifier("vit_b16/AugReg", model=_model("ViT_B16/augreg"))
     with pytest.raises(ValueError, match=r"Received: image 1 of shape \(4, 4, 4\)"):
         keras_vit.classify(classifier, [np.zeros((8, 8, 3)), np.zeros((4, 4, 4))])
     with pytest.raises(ValueError, match="Cannot read the image"):

@@ -43,7 +43,8 @@ class Source:
         class_names: list of str.
         skipped: `SkipCounter` or None, for sources that can skip bad files.
         read: callable or None. For sources with random access: an int64 index
-            -> `(uint8 image, int64 label, bool readable)`.
+            -> `(uint8 image, int64 label, bool readable)`. The training pipeline
+            traces it without AutoGraph: its branches must be TensorFlow ops.
         shard: callable or None. For streamed sources: a
             `tf.distribute.InputContext` -> the dataset of that input pipeline.
     """

@@ -33,9 +33,9 @@ from keras_vit.weights.registry import known_checkpoint_key
 
 # The functions tf.data traces here are written in TensorFlow's own control flow (`tf.cond`,
 # `tf.switch_case`, stateless random ops), with no Python branch or loop on a tensor for
-# AutoGraph to rewrite. Left to convert them, it transpiled about 300 functions (RandAugment's
+# AutoGraph to rewrite; so must a source's `read` be, which they call (`train.data.Source`). Left to convert them, it transpiled about 300 functions (RandAugment's
 # operations, mixing, erasing) on each run: 10 of the 32 s of a tiny run with the DeiT recipe.
-_as_written = tf.autograph.experimental.do_not_convert
+_as_written = tf.autograph.experimental.do_not_convert  # a shorter name for the decorator
 
 # The crop of each training image: ViT's inception crop, DeiT's (timm's) random resized
 # crop, or a plain resize; all but "none" flip half of the images horizontally.
@@ -213,7 +213,7 @@ def make_train_dataset(source, image_size, batch_size, seed, augmentation="incep
             positions = tf.reshape(positions, (-1,))
             data = tf.data.Dataset.from_tensor_slices((tf.gather(order, positions), positions))
 
-            @_as_written
+            @_as_written  # its own `map`: said again rather than left to inheritance
             def load(index, position):
                 image, label, ok = source.read(index)
                 image, label = prepare(image, label, position, epoch_key)
@@ -299,7 +299,6 @@ def make_eval_dataset(source, image_size, batch_size, drop_remainder=False, tran
     num_classes = source.num_classes
     transform = transform or (lambda image: resize(image, image_size))
 
-    @_as_written
     def prepare(image, label):
         return transform(image), tf.one_hot(label, num_classes)
 

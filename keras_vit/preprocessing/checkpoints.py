@@ -367,6 +367,27 @@ def _known_names_hint(name):
     )
 
 
+def checkpoint_key(name, argument="name"):
+    """`name` as it is spelled in `CHECKPOINT_PREPROCESSING` (any case matches).
+
+    Args:
+        name: str. A known checkpoint name, `"Variant/checkpoint"`.
+        argument: str. The caller's argument that holds `name`, for the error.
+
+    Returns:
+        str. The registered spelling.
+
+    Raises:
+        ValueError: for an unknown name, with close or example names.
+    """
+    if isinstance(name, str):
+        key = next((k for k in CHECKPOINT_PREPROCESSING if k.lower() == name.lower()), None)
+        if key is not None:
+            return key
+    raise ValueError(f"`{argument}` must be a known checkpoint name. {_known_names_hint(name)}. "
+                     f"Received: {argument}={name!r}")
+
+
 def eval_config(name, reference="authors"):
     """The evaluation preprocessing of a known checkpoint.
 
@@ -388,8 +409,4 @@ def eval_config(name, reference="authors"):
     if reference not in REFERENCES:
         raise ValueError(f"`reference` must be one of {REFERENCES}. Received: reference={reference!r}")
     table = CHECKPOINT_PREPROCESSING if reference == "authors" else TIMM_PREPROCESSING
-    if isinstance(name, str):
-        key = next((k for k in table if k.lower() == name.lower()), None)
-        if key is not None:
-            return table[key]
-    raise ValueError(f"`name` must be a known checkpoint name. {_known_names_hint(name)}. Received: name={name!r}")
+    return table[checkpoint_key(name)]

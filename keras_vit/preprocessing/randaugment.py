@@ -315,8 +315,8 @@ def compiled_transform(name, interpolation="bicubic", image_shape=None):
 
     signature = [tf.TensorSpec(image_shape or (None, None, 3), tf.uint8), tf.TensorSpec([], tf.float64),
                  tf.TensorSpec([3], tf.uint8)]
-    # autograph=False: `_transform` branches in TensorFlow ops, not on tensors in Python, and
-    # converting the 15 operations' code cost seconds per pipeline (train/pipeline.py).
+    # autograph=False: `_transform`'s Python branches test the operation's fixed attributes,
+    # never a tensor, and converting the 15 operations' code cost seconds per pipeline.
     return tf.function(run, input_signature=signature, jit_compile=compile_, autograph=False)
 
 

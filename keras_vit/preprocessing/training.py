@@ -161,8 +161,8 @@ def train_transform(image_size, crop="random_resized_crop", scale=None, ratio=(3
 
         augment = make_rand_augment(rand_augment, fill=fill, interpolation=interpolation)
 
-    # tf.data's `map` would have AutoGraph transpile this and every operation under it (seconds
-    # for RandAugment's); it branches in TensorFlow ops and Python values only, so it needs none.
+    # tf.data's `map` would have AutoGraph transpile this and every function under it; it
+    # branches in TensorFlow ops and on Python values only, so it needs none.
     @tf.autograph.experimental.do_not_convert
     def transform(image, seed):
         image = check_image(image)

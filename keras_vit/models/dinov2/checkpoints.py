@@ -193,7 +193,7 @@ def evaluation_preprocessing():
     without a crop instead (`reference="timm"`).
     """
     config = EvalConfig(224, "bicubic", 0.875, "center", True, True, IMAGENET_MEAN, IMAGENET_STD, _EVAL_SOURCE)
-    return {key: config for key in known_checkpoints()}
+    return dict.fromkeys(timm_tags(), config)
 
 
 def timm_tags():
@@ -209,4 +209,4 @@ def timm_preprocessing():
     """timm's `pretrained_cfg` for the same files: 518 px, `crop_pct=1.0`, bicubic."""
     source = "timm vision_transformer.py default_cfgs 'vit_*_patch14*_dinov2.lvd142m': input_size 518, crop_pct 1.0"
     config = EvalConfig(518, "bicubic", 1.0, "center", True, True, IMAGENET_MEAN, IMAGENET_STD, source)
-    return {key: config for key in known_checkpoints()}
+    return dict.fromkeys(timm_tags(), config)

@@ -151,7 +151,8 @@ def train_teacher(data_dir, path, *, batch_size, epochs, steps, seed, augmentati
                   loss=keras.losses.CategoricalCrossentropy(from_logits=True),
                   metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")])
     start = time.perf_counter()
-    model.fit(stream.take(total_steps), epochs=1, steps_per_epoch=total_steps, verbose=0)
+    # The pipeline shuffles by seed; Keras' own `shuffle` does not apply to a dataset and would only warn.
+    model.fit(stream.take(total_steps), epochs=1, steps_per_epoch=total_steps, verbose=0, shuffle=False)
     seconds = time.perf_counter() - start
     results = model.evaluate(pipeline.make_eval_dataset(test_source, (IMAGE_SIZE, IMAGE_SIZE), batch_size),
                              verbose=0, return_dict=True)

@@ -1,5 +1,8 @@
 """The evaluation preprocessing of every known checkpoint, as its authors' code applied it.
 
+(Over 400 lines on purpose: the table transcribes four projects' evaluation code, each
+entry beside its source, and the lookups that read it belong with it.)
+
 Each entry of `CHECKPOINT_PREPROCESSING` was read from the code that evaluated
 the checkpoint, cited in its `source`:
 

@@ -33,8 +33,9 @@ from keras_vit.weights.registry import known_checkpoint_key
 
 # The functions tf.data traces here are written in TensorFlow's own control flow (`tf.cond`,
 # `tf.switch_case`, stateless random ops), with no Python branch or loop on a tensor for
-# AutoGraph to rewrite; so must a source's `read` be, which they call (`train.data.Source`). Left to convert them, it transpiled about 300 functions (RandAugment's
-# operations, mixing, erasing) on each run: 10 of the 32 s of a tiny run with the DeiT recipe.
+# AutoGraph to rewrite; so must a source's `read` be, which they call (`train.data.Source`).
+# Left to convert them, it transpiled about 300 functions (RandAugment's operations, mixing,
+# erasing) on each run: 10 of the 32 s of a tiny run with the DeiT recipe.
 _as_written = tf.autograph.experimental.do_not_convert  # a shorter name for the decorator
 
 # The crop of each training image: ViT's inception crop, DeiT's (timm's) random resized

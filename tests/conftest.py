@@ -63,6 +63,7 @@ BACKENDS = {
     "test_schedules.py": BOTH,
     "preprocessing": ONE,  # tf.data ops whatever the backend
     "preprocessing/test_layers.py": BOTH,  # a Keras layer inside the model
+    "preprocessing/test_resize_matrices.py": BOTH,  # the layer's resize, in the model's graph
     "weights": ONE,  # numpy readers and converters; the models' numerics are checked in models/
     "weights/test_resampling.py": BOTH,  # resampling runs in the model's graph for dynamic sizes
     # The trainer: checkpoints (Keras .h5 on TensorFlow, Orbax on JAX), steps and distribution differ.
@@ -85,6 +86,7 @@ BACKENDS = {
     "test_distribution.py": ONE,  # its runs are subprocesses pinned to JAX
     "test_allocator.py": ONE,  # TensorFlow's allocator, in subprocesses
     "test_files.py": ONE,
+    "test_catalog.py": ONE,  # tables and counts without weights
     "test_imagenet.py": ONE,
     "test_images.py": ONE,
     "test_import_graph.py": ONE,

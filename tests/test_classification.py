@@ -76,6 +76,32 @@ def test_the_saved_model_serves_photographs_of_any_size_with_the_same_top5(photo
         ]
 
 
+def _top5(scores):
+    return list(np.argsort(-scores[0])[:5])
+
+
+def test_litert_and_openvino_files_take_photographs_of_any_size_and_give_the_same_top5(photographs, tmp_path):
+    # The transform inside resizes by matrix products (resize_matrices): builtin LiteRT ops, and ops
+    # OpenVINO reads, where TensorFlow's antialiased resize is neither's. One file each, every photo size.
+    classifier = keras_vit.image_classifier("DeiT_S16/imagenet", model=_model("DeiT_S16/imagenet"))
+    lite_path = str(tmp_path / "classifier.tflite")
+    if keras.backend.backend() != "tensorflow":
+        # LiteRT from JAX lowers sizes known when traced; the transform needs them free.
+        with pytest.raises(ValueError, match=r"needs the model's height and width fixed.*KERAS_BACKEND=tensorflow"):
+            keras_vit.export.litert(classifier, lite_path)
+        assert not (tmp_path / "classifier.tflite").exists()
+        return
+    interpreter = keras_vit.export.litert_interpreter(keras_vit.export.litert(classifier, lite_path))
+    compiled = keras_vit.export.openvino_compiled(
+        keras_vit.export.openvino(classifier, str(tmp_path / "classifier.xml")), "f32")
+    for photo in photographs:
+        logits = to_numpy(classifier(photo[None]))
+        for name, output in (("LiteRT", keras_vit.export.litert_predict(interpreter, photo[None])),
+                             ("OpenVINO", keras_vit.export.openvino_predict(compiled, photo[None]))):
+            assert _top5(output) == _top5(logits), (name, photo.shape)
+            np.testing.assert_allclose(output, logits, atol=TOLERANCE, rtol=0, err_msg=name)
+
+
 def test_a_model_of_another_size_and_bad_images_are_refused():
     model = keras_vit.VisionTransformer(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=2,
                                        mlp_dim=64, num_classes=1000)

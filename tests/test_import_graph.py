@@ -111,6 +111,7 @@ RANKS = {
     "keras_vit.models": 4,
     "keras_vit.feature_extraction": 5,
     "keras_vit.classification": 5,
+    "keras_vit.catalog": 5,
     "keras_vit.analysis": 5,
     "keras_vit.export": 5,
     "keras_vit": 6,

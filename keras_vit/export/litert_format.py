@@ -82,6 +82,13 @@ def litert(model, path, quantize=None, representative_data=None, batch_size=None
 
     Returns:
         str. `path`.
+
+    Raises:
+        ValueError: for a `quantize` mode not in `QUANTIZE_MODES`, `"int8"`
+            without `representative_data` or on JAX, a backend other than
+            TensorFlow and JAX, a model of several inputs, or on JAX a model
+            whose height or width is free (a classifier with its evaluation
+            transform in front: export it under TensorFlow).
     """
     check_quantize(quantize)
     if quantize == "int8" and representative_data is None:
@@ -108,6 +115,15 @@ def litert(model, path, quantize=None, representative_data=None, batch_size=None
             f'or use quantize="dynamic". Received: quantize="int8" with backend={backend!r}'
         )
     check_single_input(model, "LiteRT")
+    if backend == "jax" and None in tuple(model.input_shape[1:]):
+        # jax2tf lowers for LiteRT with static shapes only; a free height or width (a model with
+        # its evaluation transform in front) fails deep inside it.
+        raise ValueError(
+            "LiteRT export from Keras on JAX needs the model's height and width fixed: jax2tf lowers "
+            "static shapes only. Save the model as `.keras`, load it under KERAS_BACKEND=tensorflow "
+            "(which keeps them free) and export there, or build it with a fixed input size. "
+            f"Received: a model with input shape {tuple(model.input_shape)} on backend='jax'"
+        )
     if quantize == "int8" and hasattr(representative_data, "shape"):
         _check_images(representative_data.shape[1:], model.input_shape[1:])
     if keras_quantization_mode(model) == "int8":
@@ -249,8 +265,11 @@ def litert_predict(interpreter, images):
     check_image_batch(images, signature)
     images = images.astype(input_detail["dtype"])
     chunk = signature[0] or len(images)
-    if signature[0] is None and tuple(input_detail["shape"]) != images.shape:
-        interpreter.resize_tensor_input(input_detail["index"], images.shape)
+    # A free size (the batch, or the height and width of a model with its transform inside) takes
+    # this batch's; a fixed batch size runs chunks of it.
+    shape = (chunk, *images.shape[1:])
+    if None in signature and tuple(input_detail["shape"]) != shape:
+        interpreter.resize_tensor_input(input_detail["index"], shape)
     interpreter.allocate_tensors()
 
     def run(batch):

@@ -9,12 +9,14 @@ import numbers
 
 import keras
 
+from keras_vit.preprocessing import resize_matrices
 from keras_vit.preprocessing.checkpoints import (
     ACCEPTED_CHANNELS,
     EvalConfig,
     check_eval_settings,
     resized_size,
 )
+from keras_vit.preprocessing.resize_matrices import MATRIX_INTERPOLATIONS
 
 
 def _static(size):
@@ -27,18 +29,19 @@ class EvalTransform(keras.layers.Layer):
 
     Maps a batch of images of any (one) size, uint8 or float pixels in
     [0, 255], to float32 `(batch, image_size, image_size, 3)` in [0, 255] with
-    the computation of `eval_transform`: resize with `keras.ops.image.resize`
-    (antialiased filters as PIL's, optionally rounded to integers as PIL's
-    uint8 result is), then a centre crop by slicing with torchvision's offsets.
-    Grayscale batches (1 channel) are repeated to RGB. Pixel values are not
-    checked here (a compiled graph cannot raise on them): `eval_transform`
-    checks single images.
+    the computation of `eval_transform`: resize (antialiased filters as PIL's,
+    optionally rounded to integers as PIL's uint8 result is), then a centre
+    crop by slicing with torchvision's offsets. Grayscale batches (1 channel)
+    are repeated to RGB. Pixel values are not checked here (a compiled graph
+    cannot raise on them): `eval_transform` checks single images.
 
-    On the TensorFlow backend a batch whose height or width is unknown when
-    traced (a SavedModel signature of `(None, None, None, 3)`) is resized with
-    `tf.image.resize`, the op `keras.ops.image.resize` runs there, because the
-    latter takes its size as Python integers. `"area"` interpolation exists
-    on the TensorFlow backend only.
+    The resize is two matrix products with `tf.image.resize`'s weights
+    (`keras_vit.preprocessing.resize_matrices`), equal to it to float32
+    rounding, so that the model converts to LiteRT's builtin ops and to
+    OpenVINO with the transform inside. On the TensorFlow backend the height
+    and width may be unknown when traced (a SavedModel signature of
+    `(None, None, None, 3)`); JAX needs them. `"area"` interpolation exists
+    on the TensorFlow backend only (`tf.image.resize`).
 
     Args:
         image_size: int. Side of the square output.
@@ -132,12 +135,8 @@ class EvalTransform(keras.layers.Layer):
         )
 
     def _resize(self, images, size):
-        antialias = self.antialias and self.interpolation != "nearest"
-        if all(_static(s) is not None for s in size):
-            return keras.ops.image.resize(
-                images, size, interpolation=self.interpolation, antialias=antialias
-            )
-        if keras.backend.backend() != "tensorflow":
+        static = all(_static(s) is not None for s in size)
+        if not static and keras.backend.backend() != "tensorflow":
             # JAX resizes to sizes known when it traces; jax2tf's shape-polymorphic
             # export (a SavedModel of free size) traces them symbolically.
             raise ValueError(
@@ -146,9 +145,15 @@ class EvalTransform(keras.layers.Layer):
                 "transform inside from Keras' TensorFlow backend (KERAS_BACKEND=tensorflow), or give its "
                 f"input a fixed height and width. Received: images resized to {tuple(size)}"
             )
+        if self.interpolation in MATRIX_INTERPOLATIONS:
+            # Two matrix products: LiteRT's builtin ops and OpenVINO run them, where
+            # TensorFlow's antialiased resize (ScaleAndTranslate) is neither's.
+            return resize_matrices.resize(images, size, self.interpolation, self.antialias)
+        if static:
+            return keras.ops.image.resize(images, size, interpolation=self.interpolation, antialias=self.antialias)
         import tensorflow as tf
 
-        return tf.image.resize(images, tf.stack(size), method=self.interpolation, antialias=antialias)
+        return tf.image.resize(images, tf.stack(size), method=self.interpolation, antialias=self.antialias)
 
     def call(self, images):
         self._check_shape(images.shape)

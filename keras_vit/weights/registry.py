@@ -44,11 +44,19 @@ class KnownCheckpoint:
             `num_classes`, `representation_size`, `image_size`, `num_channels`);
             they are the defaults when a builder is given this checkpoint's name.
             Its architecture is that of the variant the name starts with.
+        top1: float or None. The ImageNet-1k validation top-1 (%) its authors
+            report for this file; None where they report none for it (a
+            pre-training head, a features-only model, a file whose figure was
+            not published beside it).
+        top1_source: str. Where `top1` is reported (paper table or release
+            page), or why there is none. Defaults to `""`.
     """
 
     url: str
     sha256: str = None
     config: dict = dataclasses.field(default_factory=dict)
+    top1: float = None
+    top1_source: str = ""
 
 
 _VIT = "https://storage.googleapis.com/vit_models"
@@ -70,16 +78,38 @@ _I21K = {**_LEARNED_1D, "num_classes": 21843, "image_size": 224}
 _CONVIT = {"num_classes": 1000, "image_size": 224, "train_gating": True}
 
 
-def _i21k(width):
-    return {**_I21K, "representation_size": width}
+# Where each release reports its checkpoints' ImageNet-1k top-1, or why there is no figure.
+_VIT_TABLE_5 = "ViT paper, Table 5: ImageNet-21k pre-training, fine-tuned at 384 px"
+_NO_HYBRID_FIGURE = "not reported: ViT's Table 5 lists the plain ViTs only"
+_PRETRAINING_HEAD = "none: an ImageNet-21k pre-training head"
+_AUGREG_224 = ("not reported beside the file: vision_transformer's README gives the AugReg 384 px "
+               "fine-tunes only")
+_DEIT_ZOO = "facebookresearch/deit README_deit.md, Model Zoo, acc@1"
+_CONVIT_TABLE_1 = "ConViT paper, Table 1"
+_SWIN_HUB = "microsoft/Swin-Transformer MODELHUB.md, acc@1"
+
+
+def _original(name, top1=None):
+    """The original release's ImageNet-1k fine-tune of `name` (e.g. `"ViT-B_16"`)."""
+    source = _VIT_TABLE_5 if top1 is not None else _NO_HYBRID_FIGURE
+    return KnownCheckpoint(f"{_VIT}/imagenet21k+imagenet2012/{name}.npz", config=_FT384, top1=top1,
+                           top1_source=source)
+
+
+def _i21k(name, width):
+    """The original release's ImageNet-21k pre-training of `name`, with its pre-logits layer of `width`."""
+    return KnownCheckpoint(f"{_VIT}/imagenet21k/{name}.npz", config={**_I21K, "representation_size": width},
+                           top1_source=_PRETRAINING_HEAD)
 
 
 def _augreg(name):
-    return KnownCheckpoint(f"{_AUGREG}/{name}.npz", config={**_LEARNED_1D, "num_classes": 1000, "image_size": 224})
+    return KnownCheckpoint(f"{_AUGREG}/{name}.npz", config={**_LEARNED_1D, "num_classes": 1000, "image_size": 224},
+                           top1_source=_AUGREG_224)
 
 
-def _timm_hub(model_tag, **config):
-    return KnownCheckpoint(f"{_HF}/{model_tag}/resolve/main/model.safetensors", config={**_RGB, **config})
+def _timm_hub(model_tag, top1=None, top1_source="", **config):
+    return KnownCheckpoint(f"{_HF}/{model_tag}/resolve/main/model.safetensors", config={**_RGB, **config},
+                           top1=top1, top1_source=top1_source)
 
 
 # The settings of every Swin checkpoint besides its variant's table entry: the
@@ -96,46 +126,51 @@ _SWIN = {
 _SWIN_I22K_CLASSES = 21841
 
 
-def _swin_release(variant, model, image_size=224, imagenet1k=True):
+def _swin_release(variant, model, top1_fine_tuned, top1_imagenet=None, image_size=224):
     """A Swin variant's checkpoints: ImageNet-22k, its ImageNet-1k fine-tune, and (T, S, B) ImageNet-1k.
 
     Named as the other families' are, by the data: `imagenet` (timm's `ms_in1k`),
     `imagenet21k` (`ms_in22k`), `imagenet21k+imagenet2012` (`ms_in22k_ft_in1k`).
+    The top-1 figures are MODELHUB.md's, of the released files (Swin-T's and
+    Swin-S's differ by 0.1-0.2 from the paper's Table 1, which trained others).
     """
     config = {**_SWIN, "image_size": image_size}
     entries = {
-        f"{variant}/imagenet21k+imagenet2012": _timm_hub(f"{model}.ms_in22k_ft_in1k", **config, num_classes=1000),
-        f"{variant}/imagenet21k": _timm_hub(f"{model}.ms_in22k", **config, num_classes=_SWIN_I22K_CLASSES),
+        f"{variant}/imagenet21k+imagenet2012": _timm_hub(f"{model}.ms_in22k_ft_in1k", **config, num_classes=1000,
+                                                         top1=top1_fine_tuned, top1_source=_SWIN_HUB),
+        f"{variant}/imagenet21k": _timm_hub(f"{model}.ms_in22k", **config, num_classes=_SWIN_I22K_CLASSES,
+                                            top1_source="none: an ImageNet-22k head"),
     }
-    if imagenet1k:
-        entries[f"{variant}/imagenet"] = _timm_hub(f"{model}.ms_in1k", **config, num_classes=1000)
+    if top1_imagenet is not None:
+        entries[f"{variant}/imagenet"] = _timm_hub(f"{model}.ms_in1k", **config, num_classes=1000,
+                                                   top1=top1_imagenet, top1_source=_SWIN_HUB)
     return entries
 
 
-def _deit_release(variant, model, image_size=224):
+def _deit_release(variant, model, top1, top1_distilled, image_size=224):
     """A DeiT size's ImageNet-1k checkpoints, plain and distilled: `{variant}/imagenet`, `{variant}_distilled/imagenet`."""
     config = dict(_LEARNED_1D, num_classes=1000, image_size=image_size, preprocessing="imagenet")
     return {
-        f"{variant}/imagenet": _timm_hub(f"{model}_patch16_{image_size}.fb_in1k", **config),
-        f"{variant}_distilled/imagenet": _timm_hub(f"{model}_distilled_patch16_{image_size}.fb_in1k", **config),
+        f"{variant}/imagenet": _timm_hub(f"{model}_patch16_{image_size}.fb_in1k", **config, top1=top1,
+                                         top1_source=_DEIT_ZOO),
+        f"{variant}_distilled/imagenet": _timm_hub(f"{model}_distilled_patch16_{image_size}.fb_in1k", **config,
+                                                   top1=top1_distilled, top1_source=_DEIT_ZOO),
     }
 
 
 KNOWN_CHECKPOINTS = {
     # Original release (ViT paper): ImageNet-21k pre-training, ImageNet-1k fine-tuning.
-    "ViT_B16/imagenet21k+imagenet2012": KnownCheckpoint(f"{_VIT}/imagenet21k+imagenet2012/ViT-B_16.npz", config=_FT384),
-    "ViT_B32/imagenet21k+imagenet2012": KnownCheckpoint(f"{_VIT}/imagenet21k+imagenet2012/ViT-B_32.npz", config=_FT384),
-    "ViT_L16/imagenet21k+imagenet2012": KnownCheckpoint(f"{_VIT}/imagenet21k+imagenet2012/ViT-L_16.npz", config=_FT384),
-    "ViT_L32/imagenet21k+imagenet2012": KnownCheckpoint(f"{_VIT}/imagenet21k+imagenet2012/ViT-L_32.npz", config=_FT384),
-    "R50_ViT_B16/imagenet21k+imagenet2012": KnownCheckpoint(
-        f"{_VIT}/imagenet21k+imagenet2012/R50+ViT-B_16.npz", config=_FT384
-    ),
-    "ViT_B16/imagenet21k": KnownCheckpoint(f"{_VIT}/imagenet21k/ViT-B_16.npz", config=_i21k(768)),
-    "ViT_B32/imagenet21k": KnownCheckpoint(f"{_VIT}/imagenet21k/ViT-B_32.npz", config=_i21k(768)),
-    "ViT_L16/imagenet21k": KnownCheckpoint(f"{_VIT}/imagenet21k/ViT-L_16.npz", config=_i21k(1024)),
-    "ViT_L32/imagenet21k": KnownCheckpoint(f"{_VIT}/imagenet21k/ViT-L_32.npz", config=_i21k(1024)),
-    "ViT_H14/imagenet21k": KnownCheckpoint(f"{_VIT}/imagenet21k/ViT-H_14.npz", config=_i21k(1280)),
-    "R50_ViT_B16/imagenet21k": KnownCheckpoint(f"{_VIT}/imagenet21k/R50+ViT-B_16.npz", config=_i21k(768)),
+    "ViT_B16/imagenet21k+imagenet2012": _original("ViT-B_16", 83.97),
+    "ViT_B32/imagenet21k+imagenet2012": _original("ViT-B_32", 81.28),
+    "ViT_L16/imagenet21k+imagenet2012": _original("ViT-L_16", 85.15),
+    "ViT_L32/imagenet21k+imagenet2012": _original("ViT-L_32", 80.99),
+    "R50_ViT_B16/imagenet21k+imagenet2012": _original("R50+ViT-B_16"),
+    "ViT_B16/imagenet21k": _i21k("ViT-B_16", 768),
+    "ViT_B32/imagenet21k": _i21k("ViT-B_32", 768),
+    "ViT_L16/imagenet21k": _i21k("ViT-L_16", 1024),
+    "ViT_L32/imagenet21k": _i21k("ViT-L_32", 1024),
+    "ViT_H14/imagenet21k": _i21k("ViT-H_14", 1280),
+    "R50_ViT_B16/imagenet21k": _i21k("R50+ViT-B_16", 768),
     # AugReg release ("How to train your ViT?", Steiner et al. 2021), 224 px fine-tunes.
     "ViT_Ti16/augreg": _augreg(
         "Ti_16-i21k-300ep-lr_0.001-aug_none-wd_0.03-do_0.0-sd_0.0--imagenet2012-steps_20k-lr_0.03-res_224"
@@ -161,25 +196,27 @@ KNOWN_CHECKPOINTS = {
     # DeiT (Touvron et al. 2021), ImageNet-1k, as published on the timm hub
     # (`deit_*_patch16_*.fb_in1k`; the distilled ones with `dist_token` and
     # `head_dist`). Trained on ImageNet mean/std inputs.
-    **_deit_release("DeiT_Ti16", "deit_tiny"),
-    **_deit_release("DeiT_S16", "deit_small"),
-    **_deit_release("DeiT_B16", "deit_base"),
-    **_deit_release("DeiT_B16_384", "deit_base", image_size=384),
+    **_deit_release("DeiT_Ti16", "deit_tiny", 72.2, 74.5),
+    **_deit_release("DeiT_S16", "deit_small", 79.9, 81.2),
+    **_deit_release("DeiT_B16", "deit_base", 81.8, 83.4),
+    **_deit_release("DeiT_B16_384", "deit_base", 82.9, 85.2, image_size=384),
     # ConViT (d'Ascoli et al. 2021), ImageNet-1k, as published on the timm hub.
-    "ConViT_Ti/imagenet": _timm_hub("convit_tiny.fb_in1k", **_CONVIT),
-    "ConViT_S/imagenet": _timm_hub("convit_small.fb_in1k", **_CONVIT),
-    "ConViT_B/imagenet": _timm_hub("convit_base.fb_in1k", **_CONVIT),
-    # Swin Transformer (Liu et al. 2021, Sec. 4.1), Microsoft's release as timm publishes it.
-    **_swin_release("Swin_T", "swin_tiny_patch4_window7_224"),
-    **_swin_release("Swin_S", "swin_small_patch4_window7_224"),
-    **_swin_release("Swin_B", "swin_base_patch4_window7_224"),
-    **_swin_release("Swin_B384", "swin_base_patch4_window12_384", image_size=384),
-    **_swin_release("Swin_L", "swin_large_patch4_window7_224", imagenet1k=False),
-    **_swin_release("Swin_L384", "swin_large_patch4_window12_384", image_size=384, imagenet1k=False),
+    "ConViT_Ti/imagenet": _timm_hub("convit_tiny.fb_in1k", **_CONVIT, top1=73.1, top1_source=_CONVIT_TABLE_1),
+    "ConViT_S/imagenet": _timm_hub("convit_small.fb_in1k", **_CONVIT, top1=81.3, top1_source=_CONVIT_TABLE_1),
+    "ConViT_B/imagenet": _timm_hub("convit_base.fb_in1k", **_CONVIT, top1=82.4, top1_source=_CONVIT_TABLE_1),
+    # Swin Transformer (Liu et al. 2021, Sec. 4.1), Microsoft's release as timm publishes it:
+    # top-1 of the ImageNet-22k fine-tune, then of the ImageNet-1k training where there is one.
+    **_swin_release("Swin_T", "swin_tiny_patch4_window7_224", 80.9, 81.2),
+    **_swin_release("Swin_S", "swin_small_patch4_window7_224", 83.2, 83.2),
+    **_swin_release("Swin_B", "swin_base_patch4_window7_224", 85.2, 83.5),
+    **_swin_release("Swin_B384", "swin_base_patch4_window12_384", 86.4, 84.5, image_size=384),
+    **_swin_release("Swin_L", "swin_large_patch4_window7_224", 86.3),
+    **_swin_release("Swin_L384", "swin_large_patch4_window12_384", 87.3, image_size=384),
 }
 """Every checkpoint `weights=` can name, as `"<variant>/<name>"` (e.g. `"ViT_B16/imagenet21k"`):
 a `KnownCheckpoint` with where it is downloaded from, its pinned SHA-256 (or None: trust on
-first use) and the settings it was trained with.
+first use), the settings it was trained with and the top-1 its authors report. The site's
+checkpoint table is generated from it (`keras_vit.catalog`).
 """
 
 

@@ -34,9 +34,9 @@ from keras_vit.weights.registry import KNOWN_CHECKPOINTS
 # configuration below; single pixels differ by up to 13 levels at sharp edges, where
 # TensorFlow's float kernel weights and PIL's fixed-point ones round apart.
 TIMM_MEAN_TOLERANCE = 0.5
-# The layer against the function: TensorFlow runs the same ops (measured: identical);
-# JAX's resize gives float results a few 1e-4 apart (measured max 1.4e-3), which flips
-# the rounding of a few pixels by 1 level (measured mean 2e-4).
+# The layer against the function: the layer resizes by matrix products (resize_matrices),
+# whose float results are a few 1e-4 from `tf.image.resize`'s (measured max 2e-3) on both
+# backends, which flips the rounding of a few pixels by 1 level (measured mean under 1e-4).
 LAYER_MEAN_TOLERANCE = 0.01
 LAYER_MAX_TOLERANCE_ROUNDED = 1.0
 LAYER_MAX_TOLERANCE_FLOAT = 0.01
@@ -394,7 +394,8 @@ def test_layer_traces_unknown_sizes_on_tensorflow(photographs):
     for image in (photographs["rocket_portrait"], photographs["coffee"]):
         got = traced(image[None])
         assert got.shape == (1, 224, 224, 3)
-        np.testing.assert_array_equal(got[0].numpy(), transform(image).numpy())
+        difference = np.abs(got[0].numpy() - transform(image).numpy())
+        assert difference.mean() < LAYER_MEAN_TOLERANCE and difference.max() <= LAYER_MAX_TOLERANCE_ROUNDED
 
 
 def test_a_model_with_the_layer_in_front_survives_a_keras_round_trip(tmp_path, photographs):

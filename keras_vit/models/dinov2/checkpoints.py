@@ -172,7 +172,8 @@ _TIMM_NAMES = {"S": "small", "B": "base", "L": "large", "G": "giant"}
 def known_checkpoints():
     """`"DINOv2_<size>14[_reg4]/lvd142m"` -> `KnownCheckpoint` (timm's `*.lvd142m` files)."""
     return {
-        key: KnownCheckpoint(f"{_HUB}/{tag}/resolve/main/model.safetensors", config=dict(_TRAINED))
+        key: KnownCheckpoint(f"{_HUB}/{tag}/resolve/main/model.safetensors", config=dict(_TRAINED),
+                             top1_source="none: a features-only model (no classifier head)")
         for key, tag in timm_tags().items()
     }
 

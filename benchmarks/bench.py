@@ -190,6 +190,8 @@ def run_timm(variant, image_size, batch_size, mode, steps, precision, compile_mo
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
     from tests.reference import timm, torch  # the torchvision shim, then timm
 
+    import keras
+
     import keras_vit
     from keras_vit.analysis.flops import inference_flops, train_flops
 
@@ -200,7 +202,10 @@ def run_timm(variant, image_size, batch_size, mode, steps, precision, compile_mo
     y = torch.arange(batch_size, device=device) % 1000
     autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bfloat16")
     net = torch.compile(model) if compile_model else model
-    keras_model = keras_vit.build_variant(variant, image_size=image_size, **keras_depth)
+    # Only its FLOPs are counted, from the layers' shapes: no weights need to exist (on JAX their
+    # initialisation would compile one program per variable).
+    with keras.StatelessScope(initialize_variables=False):
+        keras_model = keras_vit.build_variant(variant, image_size=image_size, **keras_depth)
     if mode == "train":
         model.train()
         optimizer = torch.optim.AdamW(model.parameters(), 1e-4)

@@ -196,10 +196,13 @@ def dry_runs(tmp_path_factory):
     for index, command in enumerate(TRAINER_COMMANDS):
         workdir = root / f"workdir_{index}"
         env, argv = dry_run_invocation(command, workdir)
-        groups.setdefault(tuple(sorted(env.items())), []).append((command, argv, workdir))
+        # One process per backend (read at import); the cluster's variables (TF_CONFIG,
+        # KERAS_DISTRIBUTION_*) are read when the trainer runs, so each call sets its own.
+        backend = env.pop("KERAS_BACKEND")
+        groups.setdefault(backend, []).append((command, {"argv": argv, "env": env}, workdir))
     results = {}
-    for env, runs in groups.items():
-        outputs = run_many([argv for _, argv, _ in runs], dict(env))
+    for backend, runs in groups.items():
+        outputs = run_many([entry for _, entry, _ in runs], {"KERAS_BACKEND": backend})
         for (command, _, workdir), output in zip(runs, outputs):
             results[command] = (output, workdir)
     return results

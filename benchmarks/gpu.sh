@@ -20,8 +20,9 @@
 # one model and its step per process.
 #
 # DRY_RUN=1 runs every step on the CPU at toy sizes, ViT-Ti/16 and DeiT-Ti/16 standing in
-# for ViT-B/16 and DeiT-S/16, one block deep (the tests do this): the script's plumbing, not
-# its figures.
+# for ViT-B/16 and DeiT-S/16, one block deep, against timm not compiled (torch.compile on a
+# CPU takes minutes), the inference step twice (the tests do this): the script's plumbing,
+# timm's rows and the paired ratios included, not its figures.
 set -uo pipefail
 out=${1:?usage: bash benchmarks/gpu.sh OUTPUT_DIR}
 mkdir -p "$out"
@@ -30,11 +31,11 @@ if [[ "${DRY_RUN:-0}" == 1 ]]; then
     export JAX_PLATFORMS=cpu
     # One block per stage: the plumbing compiles in seconds, not minutes.
     vit=ViT_Ti16 deit=DeiT_Ti16 size=(--image_sizes=32 --depth=1) check=(--image_size=32 --batch_size=2 --depth=1)
-    batch=2 small_batch=2 steps=1 repeats=1 vs=()
+    batch=2 small_batch=2 steps=1 repeats=1 infer_repeats=2 vs=(--vs=timm)
 else
     nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$out/gpu.txt"
     vit=ViT_B16 deit=DeiT_S16 size=() check=(--batch_size=8)
-    batch=256 small_batch=256 steps=20 repeats=3 vs=(--vs=timm --timm_compile)
+    batch=256 small_batch=256 steps=20 repeats=3 infer_repeats=3 vs=(--vs=timm --timm_compile)
 fi
 python3 -c "import jax, keras; print('jax', jax.__version__, jax.devices(), 'keras', keras.__version__)" | tee -a "$out/gpu.txt"
 python3 -c "import torch, timm; print('torch', torch.__version__, 'timm', timm.__version__)" 2>&1 | tee -a "$out/gpu.txt"
@@ -54,7 +55,7 @@ bench() {  # name, bench.py flags
 }
 step attention python3 benchmarks/attention_check.py --variant="$vit" "${check[@]}" --output="$out/attention.md"
 bench vit_b16_train --variants="$vit" --batch_sizes="$batch" --modes=train --repeats="$repeats" "${vs[@]}"
-bench vit_b16_infer --variants="$vit" --batch_sizes="$batch" --modes=infer --repeats="$repeats" "${vs[@]}"
+bench vit_b16_infer --variants="$vit" --batch_sizes="$batch" --modes=infer --repeats="$infer_repeats" "${vs[@]}"
 bench vit_b16_fit --variants="$vit" --batch_sizes="$batch" --modes=fit
 bench deit_s16_train --variants="$deit" --batch_sizes="$small_batch" --modes=train "${vs[@]}"
 bench swin_t_train --variants=Swin_T --batch_sizes="$small_batch" --modes=train "${vs[@]}"

@@ -63,7 +63,8 @@ BACKENDS = {
     "test_schedules.py": BOTH,
     "preprocessing": ONE,  # tf.data ops whatever the backend
     "preprocessing/test_layers.py": BOTH,  # a Keras layer inside the model
-    "preprocessing/test_resize_matrices.py": BOTH,  # the layer's resize, in the model's graph
+    # preprocessing/test_resize_matrices.py: against tf.image.resize, on TensorFlow; its JAX numerics are
+    # the classifier's in test_classification.py (both backends), against eval_transform.
     "weights": ONE,  # numpy readers and converters; the models' numerics are checked in models/
     "weights/test_resampling.py": BOTH,  # resampling runs in the model's graph for dynamic sizes
     # The trainer: checkpoints (Keras .h5 on TensorFlow, Orbax on JAX), steps and distribution differ.

@@ -61,11 +61,15 @@ def open_page(browser, url):
 
 # The tables wider than the text column whose container does not scroll: their last columns would
 # be cut off. Material wraps tables in a box that scrolls sideways; this checks it does.
-_CUT_OFF_TABLES = """() => Array.from(document.querySelectorAll("article table")).filter((table) => {
-    const box = table.parentElement;
-    const scrolls = ["auto", "scroll"].includes(getComputedStyle(box).overflowX);
-    return table.scrollWidth > box.clientWidth + 1 && !scrolls;
-}).length"""
+# `[cut off, wider than their box]`: a table's box is Material's scrolling wrapper, or its parent.
+_WIDE_TABLES = """() => {
+    const wide = Array.from(document.querySelectorAll("article table")).map((table) => {
+        const box = table.closest(".md-typeset__scrollwrap") || table.parentElement;
+        return [box, table.getBoundingClientRect().width > box.clientWidth + 1];
+    }).filter(([box, wider]) => wider);
+    const cut = wide.filter(([box]) => !["auto", "scroll"].includes(getComputedStyle(box).overflowX));
+    return [cut.length, wide.length];
+}"""
 
 
 def test_every_page_loads_without_console_errors_and_no_table_is_cut_off(served, browser):
@@ -78,11 +82,10 @@ def test_every_page_loads_without_console_errors_and_no_table_is_cut_off(served,
         page, errors = open_page(browser, url)
         if errors:
             failures[url] = errors
-        if count := page.evaluate(_CUT_OFF_TABLES):
-            cut_off[url] = count
-        scrolling += page.evaluate(
-            "() => Array.from(document.querySelectorAll('article table'))"
-            ".filter((table) => table.scrollWidth > table.parentElement.clientWidth + 1).length")
+        cut, wide = page.evaluate(_WIDE_TABLES)
+        if cut:
+            cut_off[url] = cut
+        scrolling += wide
         page.close()
     assert not failures, failures
     assert not cut_off, cut_off

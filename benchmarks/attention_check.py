@@ -34,7 +34,7 @@ def parse_args(argv=None):
     parser.add_argument("--depth", type=int, default=None,
                         help="Blocks (per stage for Swin) instead of the variant's, for smoke runs.")
     args = parser.parse_args(argv)
-    from benchmarks.reporting import check_positive
+    from runs.reporting import check_positive
 
     check_positive(parser, args, "batch_size", "depth")
     return args
@@ -46,7 +46,7 @@ def compiled_programs(variant, image_size, batch_size, precision, depth=None):
 
     import keras_vit
     from benchmarks.abstract_step import abstract_arguments, training_loss
-    from benchmarks.reporting import depth_overrides
+    from runs.reporting import depth_overrides
 
     kwargs = dict(depth_overrides(variant, depth)[0])
     if image_size is not None:
@@ -70,7 +70,7 @@ def main(argv=None):
     args = parse_args(argv)
     os.environ["KERAS_BACKEND"] = "jax"
     from keras_vit.layers import attention_kernels, code_path
-    from benchmarks.reporting import write_atomic
+    from runs.reporting import write_atomic
 
     programs, platform = compiled_programs(args.variant, args.image_size, args.batch_size, args.precision, args.depth)
     lines = [

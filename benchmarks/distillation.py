@@ -1,8 +1,5 @@
 """Hard distillation (DeiT) from a small CNN into the default ViT, on a Fashion-MNIST slice.
 
-(Over 400 lines: the teacher, the student rows, the attention-distance measure and the
-report are one measurement, and `experiments/common.py` reuses its run helpers.)
-
     python benchmarks/distillation.py --write
 
 Touvron et al. 2021, Sec. 4 and 5.2: a convnet teacher's hard decisions (Eq. 3)
@@ -41,14 +38,11 @@ than the students.
 """
 
 import argparse
-import gzip
 import inspect
 import json
 import math
 import os
 import shlex
-import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -60,18 +54,16 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from benchmarks import reporting  # noqa: E402
-from benchmarks.reporting import write_atomic  # noqa: E402
+from runs import reporting  # noqa: E402
+from runs.reporting import write_atomic  # noqa: E402
+from runs.students import (  # noqa: E402
+    STUDENT_PRESET, check_source_and_workdir, machine, run_student, scaled_schedule, write_slice,
+)
 from train.configs import get_config  # noqa: E402
-from train.data import FASHION_MNIST_DIR, read_idx  # noqa: E402
+from train.data import FASHION_MNIST_DIR  # noqa: E402
 
 SECTION = "## Distillation (DeiT, hard) on a Fashion-MNIST slice"
 IMAGE_SIZE = 28
-# The preset's schedule, scaled to the run's length (see the module docstring).
-# The students are the plain ViT of this preset (the `default` one is a hybrid).
-STUDENT_PRESET = "fashion_mnist_vit"
-PRESET_STEPS = 4680
-PRESET_EMA_HORIZON = 1 / (1 - 0.999)
 TEACHER_DESCRIPTION = ("CNN teacher: Rescaling(1/255), conv3x3-32, BN, ReLU, max-pool, conv3x3-64, BN, ReLU, "
                        "max-pool, conv3x3-64, BN, ReLU, flatten, dense 128, dropout 0.3, dense 10")
 
@@ -81,29 +73,6 @@ def log(message):
 
 
 # ---- data ------------------------------------------------------------------------------
-
-
-def write_idx(path, array):
-    """A gzipped unsigned-byte IDX file, as `train.data.read_idx` reads it."""
-    header = struct.pack(">HBB", 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
-    with gzip.open(path, "wb") as f:
-        f.write(header + array.astype(np.uint8).tobytes())
-
-
-def write_slice(source_dir, directory, train_size, test_size):
-    """The first `train_size` training and `test_size` test examples, as Fashion-MNIST IDX files.
-
-    Returns:
-        `(train examples, test examples)` written (fewer when the source has fewer).
-    """
-    os.makedirs(directory, exist_ok=True)
-    sizes = []
-    for prefix, size in (("train", train_size), ("t10k", test_size)):
-        for kind in ("images-idx3-ubyte", "labels-idx1-ubyte"):
-            array = read_idx(os.path.join(source_dir, f"{prefix}-{kind}.gz"))[:size]
-            write_idx(os.path.join(directory, f"{prefix}-{kind}.gz"), array)
-        sizes.append(len(array))
-    return tuple(sizes)
 
 
 # ---- the teacher -------------------------------------------------------------------------
@@ -170,36 +139,6 @@ def supports_distillation_token():
     return "distillation" in inspect.signature(keras_vit.VisionTransformer).parameters
 
 
-def scaled_schedule(total_steps):
-    """`(warmup steps, EMA decay)` of the preset, scaled to a run of `total_steps`."""
-    horizon = max(PRESET_EMA_HORIZON * total_steps / PRESET_STEPS, 2.0)
-    return total_steps // 10, round(1 - 1 / horizon, 5)
-
-
-def student_arguments(workdir, data_dir, seed, flags):
-    """The `train/main.py` flags of a student run: the preset on the Fashion-MNIST files of `data_dir`."""
-    return [f"--workdir={workdir}", f"--config={STUDENT_PRESET}", "--dataset=fashion_mnist", f"--data_dir={data_dir}",
-            f"--seed={seed}", *flags]
-
-
-def run_student(workdir, data_dir, seed, flags):
-    """Runs `train/main.py` to completion; returns its `summary.json`."""
-    command = [sys.executable, os.path.join(ROOT, "train", "main.py"), *student_arguments(workdir, data_dir, seed, flags)]
-    start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    if done.returncode:
-        raise RuntimeError(f"{shlex.join(command)} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
-    return finished_summary(workdir, start)
-
-
-def finished_summary(workdir, start):
-    """A finished run's `summary.json`, with `wall_seconds` since `start` (`time.perf_counter()`)."""
-    with open(os.path.join(workdir, "summary.json")) as f:
-        summary = json.load(f)
-    summary["wall_seconds"] = time.perf_counter() - start
-    return summary
-
-
 def attention_distance(model_path, images):
     """Mean attention distance in pixels (ViT App. D.6): `(layers,)`, averaged over heads and images."""
     import keras
@@ -215,18 +154,6 @@ def attention_distance(model_path, images):
 
 
 # ---- the report ----------------------------------------------------------------------------
-
-
-def machine():
-    """`lscpu`'s model name and the core count."""
-    try:
-        text = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        name = next(line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Model name"))
-    except (OSError, StopIteration):
-        import platform
-
-        name = platform.processor() or "unknown CPU"
-    return f"{name}, {os.cpu_count()} cores"
 
 
 def table(teacher, rows, seeds):
@@ -340,16 +267,6 @@ def parse_args(argv=None):
             parser.error("--model_kwargs must be a JSON object.")
     check_source_and_workdir(parser, args)
     return args
-
-
-def check_source_and_workdir(parser, args):
-    """Errors (exit 2) for a `--source_dir` without Fashion-MNIST files or a used `--workdir`."""
-    if not os.path.isfile(os.path.join(args.source_dir, "train-images-idx3-ubyte.gz")):
-        parser.error(f"--source_dir holds no train-images-idx3-ubyte.gz (install the Debian package "
-                     f"dataset-fashion-mnist, or point it at IDX files). Received: source_dir={args.source_dir!r}")
-    if args.workdir is not None and os.path.isdir(args.workdir) and os.listdir(args.workdir):
-        parser.error(f"--workdir must be empty or new (earlier runs there would be resumed, not retrained). "
-                     f"Received: workdir={args.workdir!r}")
 
 
 def student_rows(model_kwargs, teacher_path, name):

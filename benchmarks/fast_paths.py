@@ -35,7 +35,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.reporting import (  # noqa: E402
+from runs.reporting import (  # noqa: E402
     check_positive, depth_overrides, emit_result, median_run, rate, run_measurement, write_atomic,
 )
 from train.cpu_allocator import use_bfc_cpu_allocator  # noqa: E402

@@ -47,7 +47,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from benchmarks.reporting import emit_result, rate, run_measurement  # noqa: E402
+from runs.reporting import emit_result, rate, run_measurement  # noqa: E402
 from train.cpu_allocator import use_bfc_cpu_allocator  # noqa: E402
 
 POLICY = "rand-m9-mstd0.5-inc1"

@@ -38,7 +38,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.reporting import emit_result, run_measurement, write_atomic  # noqa: E402
+from runs.reporting import emit_result, run_measurement, write_atomic  # noqa: E402
 
 MIB = 2**20
 # The XLA:CPU pass that removes `jax.checkpoint`'s optimization barriers (see above).

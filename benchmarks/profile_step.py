@@ -36,7 +36,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from benchmarks.reporting import check_positive, depth_overrides  # noqa: E402
+from runs.reporting import check_positive, depth_overrides  # noqa: E402
 
 # Containers and runtime bookkeeping in the trace, not HLOs.
 _NOT_HLO = re.compile(r"^(ThunkExecutor|SlinkyThreadPool|Eager|TFE_|__inference|KernelAndDevice|CpuExecutable|"

@@ -33,7 +33,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from benchmarks.reporting import write_atomic  # noqa: E402
+from runs.reporting import write_atomic  # noqa: E402
 from train.data import FASHION_MNIST_DIR, read_idx  # noqa: E402
 
 HEADER = ("| form | test accuracy | top-1 agreement with float | file MB | images/s (CPU) |\n"

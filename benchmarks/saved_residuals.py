@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks.abstract_step import abstract_arguments, training_loss  # noqa: E402
-from benchmarks.reporting import replace_section, write_atomic  # noqa: E402
+from runs.reporting import replace_section, write_atomic  # noqa: E402
 
 SECTION = "## Activation memory"
 

@@ -41,7 +41,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from benchmarks.bench import TIMM_NAMES  # noqa: E402
-from benchmarks.reporting import (  # noqa: E402
+from runs.reporting import (  # noqa: E402
     check_positive, depth_overrides, emit_result, rate, replace_section, run_measurement, write_atomic,
 )
 

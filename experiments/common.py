@@ -4,7 +4,7 @@
 none of them repeats the data slices, runs and report code.)
 
 Every script trains through `train/main.py` in a subprocess (one run per process,
-as `benchmarks/distillation.py` does, whose helpers are reused here), on
+`runs.students.run_student`, as `benchmarks/distillation.py` does), on
 Fashion-MNIST slices written as IDX files into its workdir, prints a Markdown
 table, draws its figure(s), and with `--write` replaces its own section of
 EXPERIMENTS.md (command, machine, date, settings, table, figure paths).
@@ -26,10 +26,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from benchmarks.distillation import (  # noqa: E402
+from runs.reporting import replace_section, write_atomic  # noqa: E402
+from runs.students import (  # noqa: E402
     STUDENT_PRESET, check_source_and_workdir, machine, run_student, scaled_schedule, write_idx,
 )
-from benchmarks.reporting import replace_section, write_atomic  # noqa: E402
 from train.configs import get_config  # noqa: E402
 from train.data import FASHION_MNIST_DIR, read_idx  # noqa: E402
 

@@ -26,8 +26,7 @@ from keras import ops
 from keras_vit.layers.dtype_policies import resolve_dtype_policies, with_quantized_dtypes
 from keras_vit.layers.normalization import LayerNormalization
 from keras_vit.layers.token_dense import dense_on_tokens
-from keras_vit.layers.mlp import MLPBlock
-from keras_vit.layers.transformer import StochasticDepth, call_with_remat
+from keras_vit.layers.transformer import PreNormBlock
 from keras_vit.layers.validation import (
     check_bool,
     check_non_negative_float,
@@ -150,11 +149,12 @@ class SwinPatchEmbedding(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class SwinTransformerBlock(keras.layers.Layer):
+class SwinTransformerBlock(PreNormBlock):
     """Swin Transformer block with (shifted) window attention (Swin Eq. 3, Sec. 3.2).
 
     `z' = z + DropPath((S)W-MSA(LN(z)))`, `z'' = z' + DropPath(MLP(LN(z')))`, the
-    MLP fc1-GELU-dropout-fc2-dropout. With a shift, the normalized map is padded to
+    MLP fc1-GELU-dropout-fc2-dropout: the pre-norm residual body of ViT's blocks
+    (`PreNormBlock`), its attention on windows. With a shift, the normalized map is padded to
     a multiple of the window, rolled by `-shift`, attended with the shifted-window
     mask, rolled back by `+shift` on the padded size and cropped (see the module
     docstring). The window shrinks to the map, without shift, along an axis where
@@ -257,23 +257,19 @@ class SwinTransformerBlock(keras.layers.Layer):
 
     def build(self, input_shape):
         resolution = _check_static_map(input_shape, "SwinTransformerBlock")
-        width = input_shape[-1]
         self.resolution = resolution
         self.window, self.shift = window_and_shift(resolution, self.window_size, self.shift_size)
         self.padded_size = tuple(-(-r // w) * w for r, w in zip(resolution, self.window))
         self.attention_mask = None
         if any(self.shift):
             self.attention_mask = shifted_window_mask(self.padded_size, self.window, self.shift)
+        # The MLP of the pre-norm body (`_make_mlp`): the reference's hidden width and zero biases.
+        self.mlp_dim = int(input_shape[-1] * self.mlp_ratio)
+        self.mlp_bias_initializer = keras.initializers.get("zeros")
+        super().build(input_shape)
 
-        def layer_norm(name):
-            norm = LayerNormalization(
-                epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
-            )
-            norm.build(input_shape)
-            return norm
-
-        self.norm1 = layer_norm("norm1")
-        self.attention = WindowAttention(
+    def _make_attention(self):
+        return WindowAttention(
             self.num_heads,
             self.window,
             qkv_bias=self.qkv_bias,
@@ -285,21 +281,15 @@ class SwinTransformerBlock(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="attention",
         )
-        self.attention.build((None, self.window[0] * self.window[1], width))
-        self.norm2 = layer_norm("norm2")
-        self.mlp = MLPBlock(
-            int(width * self.mlp_ratio),
-            dropout_rate=self.dropout_rate,
-            kernel_initializer=self.kernel_initializer,
-            bias_initializer="zeros",
-            dtype=self.dtype_policy,
-            name="mlp",
-        )
-        self.mlp.build(input_shape)
-        self.drop_path = StochasticDepth(
-            self.drop_path_rate, dtype=self.dtype_policy, name="drop_path"
-        )
-        resolve_dtype_policies(self)
+
+    def _attention_input_shape(self, input_shape):
+        return (None, self.window[0] * self.window[1], input_shape[-1])
+
+    def _make_attention_dropout(self):
+        return None  # WindowAttention drops its projection's output itself, as the reference's does
+
+    def _attend(self, x, training, return_attention_scores):
+        return self._window_attention(x, training, return_attention_scores)
 
     def _window_attention(self, x, training, return_attention_scores):
         (height, width), (hp, wp) = self.resolution, self.padded_size
@@ -321,25 +311,6 @@ class SwinTransformerBlock(keras.layers.Layer):
         if any(self.shift):
             x = cyclic_shift(x, self.shift)
         return x[:, :height, :width], scores
-
-    def call(self, x, training=None, return_attention_scores=False):
-        keep_masks = self.drop_path.keep_masks(x, training, 2)
-        if self.remat and not return_attention_scores:
-            return call_with_remat(lambda t, masks: self._forward(t, masks, training, False), x, keep_masks)
-        return self._forward(x, keep_masks, training, return_attention_scores)
-
-    def _forward(self, x, keep_masks, training, return_attention_scores):
-        # `training` passed on explicitly: `tf.recompute_grad` reruns this
-        # function after the model's call (and its training context) has ended.
-        attention_keep, mlp_keep = keep_masks
-        y, scores = self._window_attention(self.norm1(x, training=training), training, return_attention_scores)
-        x = x + self.drop_path.apply_keep_mask(y, attention_keep)
-        y = self.mlp(self.norm2(x, training=training), training=training)
-        x = x + self.drop_path.apply_keep_mask(y, mlp_keep)
-        return (x, scores) if return_attention_scores else x
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
 
     def get_config(self):
         config = super().get_config()

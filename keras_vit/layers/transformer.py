@@ -119,8 +119,11 @@ class PreNormBlock(keras.layers.Layer):
     `layer_norm_epsilon`, `kernel_initializer`, `mlp_bias_initializer`, `remat`)
     and builds its attention in `_make_attention`; the sublayers are `norm1`,
     `attention`, `norm2` and `mlp`. A subclass may replace the MLP
-    (`_make_mlp`) and scale each residual branch before it is added
-    (`_make_branch_scales`, e.g. LayerScale).
+    (`_make_mlp`), scale each residual branch before it is added
+    (`_make_branch_scales`, e.g. LayerScale), and run its attention on
+    another layout of the tokens (`_attention_input_shape` and `_attend`,
+    e.g. Swin's windows; `_make_attention_dropout` returns None where the
+    attention drops its own output).
     """
 
     def _make_attention(self):
@@ -141,6 +144,24 @@ class PreNormBlock(keras.layers.Layer):
         """Layers applied to the attention and the MLP branch before their residual sums; `(None, None)` for none."""
         return None, None
 
+    def _make_attention_dropout(self):
+        """Dropout on the attention branch's output, or None where the attention applies its own."""
+        return keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
+
+    def _attention_input_shape(self, input_shape):
+        """The shape the attention layer is built for: the block's input by default."""
+        return input_shape
+
+    def _attend(self, x, training, return_attention_scores):
+        """The attention branch on the normalized tokens: `(output, scores or None)`."""
+        x = self.attention(x, training=training, return_attention_scores=return_attention_scores)
+        scores = None
+        if return_attention_scores:
+            x, scores = x
+        if self.dropout is not None:
+            x = self.dropout(x, training=training)
+        return x, scores
+
     def build(self, input_shape):
         def layer_norm(name):
             norm = LayerNormalization(
@@ -151,7 +172,7 @@ class PreNormBlock(keras.layers.Layer):
 
         self.norm1 = layer_norm("norm1")
         self.attention = self._make_attention()
-        self.attention.build(input_shape)
+        self.attention.build(self._attention_input_shape(input_shape))
         self.norm2 = layer_norm("norm2")
         self.mlp = self._make_mlp()
         self.mlp.build(input_shape)
@@ -159,8 +180,8 @@ class PreNormBlock(keras.layers.Layer):
         for scale in (self.attention_scale, self.mlp_scale):
             if scale is not None:
                 scale.build(input_shape)
-        self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
-        self.drop_path = StochasticDepth(self.drop_path_rate, dtype=self.dtype_policy)
+        self.dropout = self._make_attention_dropout()
+        self.drop_path = StochasticDepth(self.drop_path_rate, dtype=self.dtype_policy, name="drop_path")
         resolve_dtype_policies(self)
 
     def call(self, tokens, training=None, return_attention_scores=False):
@@ -175,13 +196,7 @@ class PreNormBlock(keras.layers.Layer):
         # `training` passed on explicitly: `tf.recompute_grad` reruns this
         # function after the model's call (and its training context) has ended.
         attention_keep, mlp_keep = keep_masks
-        x = self.norm1(tokens, training=training)
-        x = self.attention(
-            x, training=training, return_attention_scores=return_attention_scores
-        )
-        if return_attention_scores:
-            x, scores = x
-        x = self.dropout(x, training=training)
+        x, scores = self._attend(self.norm1(tokens, training=training), training, return_attention_scores)
         if self.attention_scale is not None:
             x = self.attention_scale(x)
         tokens = tokens + self.drop_path.apply_keep_mask(x, attention_keep)

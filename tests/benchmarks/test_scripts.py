@@ -30,7 +30,7 @@ def test_peak_flops_are_measured_on_tensorflow_too():
 
 def test_repeats_give_the_median_run_and_the_median_paired_ratio():
     from benchmarks.bench import paired_ratio
-    from benchmarks.reporting import median_run
+    from runs.reporting import median_run
 
     keras_runs = [{"images_per_s": v, "tag": i} for i, v in enumerate([10.0, 30.0, 20.0])]
     timm_runs = [{"images_per_s": v} for v in [20.0, 10.0, 10.0]]

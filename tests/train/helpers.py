@@ -124,13 +124,13 @@ def main_here(capsys, *flags):
 
 
 def run_student_here(workdir, data_dir, seed, flags):
-    """`benchmarks.distillation.run_student` with the trainer called in this process.
+    """`runs.students.run_student` with the trainer called in this process.
 
     The scripts run each student in a process of its own, which imports TensorFlow and
     Keras again (about 9 s of a tiny run's 12 on 2 cores); the same flags
     (`student_arguments`) go to the same `main` here.
     """
-    from benchmarks.distillation import finished_summary, student_arguments
+    from runs.students import finished_summary, student_arguments
 
     start = time.perf_counter()
     arguments = student_arguments(workdir, data_dir, seed, flags)

@@ -93,8 +93,9 @@ def test_fsdp_with_the_default_model_evaluates_many_batches_like_one_device(tmp_
         np.testing.assert_allclose(a, b, atol=5e-5)
 
 
-# Over 60 s (about 85 s): four JAX runs (sharded and not, each straight and resumed from the
-# other layout's checkpoint), with kernels wide enough (512) for FSDP to shard them.
+# Over 60 s (about 80 s): four JAX runs (sharded and not, each straight and resumed from the
+# other layout's checkpoint), with kernels wide enough (512) for FSDP to shard them. The two
+# sharded runs share one process over 8 devices (`run_many`); the unsharded ones run here.
 def test_fsdp_over_a_2x4_mesh_trains_like_one_device_and_orbax_checkpoints_move_between_layouts(tmp_path, idx_dir,
                                                                                                  capsys):
     """FSDP trains as one device does, and a run resumed from the other layout's checkpoint ends alike.
@@ -104,44 +105,48 @@ def test_fsdp_over_a_2x4_mesh_trains_like_one_device_and_orbax_checkpoints_move_
     FSDP-against-one-device comparison was a test of its own with the same two
     straight runs; it is the first assertion here, #38.)
     """
-    import json
     import shutil
 
     model = '{"patch_size": 4, "hidden_size": 512, "num_layers": 1, "num_heads": 4, "mlp_dim": 1024}'
     # 4 steps an epoch: checkpoints at steps 4 (the epoch's end) and 6 (the run's end).
     flags = ("--steps=6", "--jit_compile=true", "--augmentation=none", f"--model_kwargs={model}")
     fsdp = ("--distribution=fsdp", "--mesh=batch:2,model:4")
-    layouts = {"sharded": (fsdp, EIGHT_DEVICES), "unsharded": ((), None)}  # None: in this process
-    finals = {}
-    for name, (extra, env) in layouts.items():
-        run = _run(capsys, env, *tiny_flags(tmp_path / name, idx_dir, *flags, *extra))
-        assert run.returncode == 0, run.stderr[-3000:]
-        if name == "sharded":
-            assert "FSDP (keras.distribution.ModelParallel) over 8 cpu devices, mesh batch:2 x model:4" in run.stdout
-        manifest = json.loads((tmp_path / name / "checkpoints" / "ckpt-4" / "manifest.json").read_text())
+
+    def check_orbax_checkpoint(workdir):
+        manifest = json.loads((workdir / "checkpoints" / "ckpt-4" / "manifest.json").read_text())
         assert manifest["format"] == "orbax" and "state/_METADATA" in manifest["files"]
-        finals[name] = weights(tmp_path / name / "model.keras")
+
+    def resumable_copy(written, resumed):
+        workdir = tmp_path / f"{written}_then_{resumed}"
+        shutil.copytree(tmp_path / written, workdir)
+        _as_if_stopped_after_the_first_checkpoint(workdir)
+        return workdir
+
+    unsharded = main_here(capsys, *tiny_flags(tmp_path / "unsharded", idx_dir, *flags))
+    assert unsharded.returncode == 0, unsharded.stderr[-3000:]
+    check_orbax_checkpoint(tmp_path / "unsharded")
+    to_sharded = resumable_copy("unsharded", "sharded")
+    straight, resumed = run_many([list(tiny_flags(tmp_path / "sharded", idx_dir, *flags, *fsdp)),
+                                  list(tiny_flags(to_sharded, idx_dir, *flags, *fsdp))], EIGHT_DEVICES)
+    for run in (straight, resumed):
+        assert run["status"] == 0, run["stderr"][-3000:]
+        assert "FSDP (keras.distribution.ModelParallel) over 8 cpu devices, mesh batch:2 x model:4" in run["stdout"]
+    check_orbax_checkpoint(tmp_path / "sharded")
+    finals = {name: weights(tmp_path / name / "model.keras") for name in ("sharded", "unsharded")}
     # The kernels split over the model axis, the batch over the other: the same training as
     # one device, up to the float32 summation order that sharding changes.
     for a, b in zip(finals["sharded"], finals["unsharded"]):
         np.testing.assert_allclose(a, b, atol=5e-5)
-    for written, (resumed, (extra, env)) in (("sharded", ("unsharded", layouts["unsharded"])),
-                                              ("unsharded", ("sharded", layouts["sharded"]))):
-        workdir = tmp_path / f"{written}_then_{resumed}"
-        shutil.copytree(tmp_path / written, workdir)
-        _as_if_stopped_after_the_first_checkpoint(workdir)
-        run = _run(capsys, env, *tiny_flags(workdir, idx_dir, *flags, *extra))
-        assert run.returncode == 0, run.stderr[-3000:]
-        assert "Resumed from ckpt-4 (step 4)" in run.stdout
-        # Steps 5 and 6 ran in the other layout: equal to the uninterrupted run up to
-        # the float32 summation order that sharding changes.
+    to_unsharded = resumable_copy("sharded", "unsharded")
+    back = main_here(capsys, *tiny_flags(to_unsharded, idx_dir, *flags))
+    assert back.returncode == 0, back.stderr[-3000:]
+    # Steps 5 and 6 ran in the other layout: equal to the uninterrupted run up to the float32
+    # summation order that sharding changes.
+    for workdir, stdout, written in ((to_sharded, resumed["stdout"], "unsharded"),
+                                     (to_unsharded, back.stdout, "sharded")):
+        assert "Resumed from ckpt-4 (step 4)" in stdout, workdir.name
         for a, b in zip(weights(workdir / "model.keras"), finals[written]):
-            np.testing.assert_allclose(a, b, atol=5e-5)
-
-
-def _run(capsys, env, *flags):
-    """The trainer in a process with `env` added, or in this one when `env` is None."""
-    return main_here(capsys, *flags) if env is None else run_main(*flags, env=env)
+            np.testing.assert_allclose(a, b, atol=5e-5, err_msg=workdir.name)
 
 
 def _as_if_stopped_after_the_first_checkpoint(workdir):

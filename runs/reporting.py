@@ -1,4 +1,4 @@
-"""What the benchmark scripts share: one measurement per process, and their tables' rows.
+"""What the benchmark and experiment scripts share: one measurement per process, their tables' rows, reports.
 
 Each script re-runs itself with `--single` for every measurement, so that compiled
 functions, allocator pools and thread pools never carry over from one to the next;

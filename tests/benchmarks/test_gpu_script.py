@@ -17,7 +17,7 @@ def _rows(table):
             if line.startswith(("| keras", "| timm"))]
 
 
-# Over 60 s (about 120 s): seventeen processes (the attention check, five bench.py parents and
+# Over 60 s (about 135 s in the suite): seventeen processes (the attention check, five bench.py parents and
 # their eleven measuring children, keras_vit's and timm's), each building a one-block model and
 # compiling its step, as the device call runs them. The benches against timm were two tests of
 # their own until #38 (each a parent and its children on TensorFlow); they are the steps here.

@@ -97,9 +97,12 @@ def checkpoint_rows():
     rows = []
     for key, checkpoint in KNOWN_CHECKPOINTS.items():
         config = eval_config(key)
+        trained = checkpoint.config.get("image_size", config.image_size)
+        # The model's own input size; DINOv2's files are built at 518 px and evaluated at 224.
+        resolution = str(trained) if trained == config.image_size else f"{trained}; evaluated at {config.image_size}"
         rows.append({
             "checkpoint": key,
-            "resolution": config.image_size,
+            "resolution": resolution,
             "preprocessing": describe_transform(config),
             "parameters": parameter_count(key),
             "file": file_format(checkpoint),
@@ -126,8 +129,9 @@ def checkpoint_table(rows=None):
         "when it differs from the registry. -->",
         "",
         "Every checkpoint `weights=` can name, generated from "
-        "[KNOWN_CHECKPOINTS][keras_vit.weights.KNOWN_CHECKPOINTS]. *Resolution* "
-        "and *evaluation transform* are [eval_config][keras_vit.preprocessing.eval_config]'s, read from "
+        "[KNOWN_CHECKPOINTS][keras_vit.weights.KNOWN_CHECKPOINTS]. *Resolution* is the input size the "
+        "model is built at with these weights (and the evaluation's, where it differs); the *evaluation "
+        "transform* is [eval_config][keras_vit.preprocessing.eval_config]'s, read from "
         "each release's own code (the models normalise inside, so mean/std is informative); *parameters* "
         "are those of the model the file loads into (its classes and pre-logits layer included); "
         "*top-1* is the ImageNet-1k validation accuracy the authors report, with where they report it. "

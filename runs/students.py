@@ -63,7 +63,8 @@ def student_arguments(workdir, data_dir, seed, flags):
 
 def run_student(workdir, data_dir, seed, flags):
     """Runs `train/main.py` to completion; returns its `summary.json`."""
-    command = [sys.executable, os.path.join(ROOT, "train", "main.py"), *student_arguments(workdir, data_dir, seed, flags)]
+    command = [sys.executable, os.path.join(ROOT, "train", "main.py"),
+               *student_arguments(workdir, data_dir, seed, flags)]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if done.returncode:

@@ -63,7 +63,9 @@ def test_every_known_checkpoint_has_one_row_with_its_parameter_count(rows):
 def test_columns_come_from_the_evaluation_transform_and_the_file(rows):
     for key, row in rows.items():
         config = preprocessing.eval_config(key)
-        assert row["resolution"] == config.image_size
+        trained = KNOWN_CHECKPOINTS[key].config["image_size"]
+        assert row["resolution"] == (str(trained) if trained == config.image_size
+                                     else f"{trained}; evaluated at {config.image_size}")
         assert row["preprocessing"] == catalog.describe_transform(config)
         assert row["load"] == f'keras_vit.{key.split("/")[0]}(weights="{key.split("/", 1)[1]}")'
         assert row["file"] == ("`.npz` (vit_jax)" if KNOWN_CHECKPOINTS[key].url.endswith(".npz")
@@ -103,6 +105,7 @@ def test_the_table_has_a_row_per_checkpoint_and_an_unknown_file_format_is_refuse
     table = [line for line in text.splitlines() if line.startswith("| `")]
     assert len(table) == len(KNOWN_CHECKPOINTS)
     assert "| `ViT_B16/imagenet21k+imagenet2012` | 384 |" in text and "103,186,515" in text
+    assert "| `DINOv2_S14/lvd142m` | 518; evaluated at 224 |" in text
     with pytest.raises(ValueError, match=r"url='https://example.com/model.pth'"):
         catalog.file_format(type(KNOWN_CHECKPOINTS["ViT_B16/augreg"])("https://example.com/model.pth"))
 

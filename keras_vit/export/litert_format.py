@@ -20,9 +20,11 @@ A model quantized in Keras (`model.quantize("int8")`) is exported from its int8
 kernels (`keras_vit.export.dequantize`).
 
 Backends: on TensorFlow the model is traced into a SavedModel (batch size left
-free: the interpreter can resize it). On JAX it is lowered with `jax2tf` to
+free: the interpreter can resize it; a model that takes images of any height and
+width, a classifier with its evaluation transform in front, keeps them free too). On JAX it is lowered with `jax2tf` to
 StableHLO, which the converter legalizes to LiteRT ops only for static shapes, so
-the file has a fixed batch size (`batch_size`, 1 by default); full-integer
+the file has a fixed batch size (`batch_size`, 1 by default), a model of free
+height or width is refused, and full-integer
 `"int8"` is refused there (the runtime cannot run what the converter makes of
 it): export under TensorFlow from the `.keras` file instead.
 """
@@ -122,7 +124,7 @@ def litert(model, path, quantize=None, representative_data=None, batch_size=None
             "LiteRT export from Keras on JAX needs the model's height and width fixed: jax2tf lowers "
             "static shapes only. Save the model as `.keras`, load it under KERAS_BACKEND=tensorflow "
             "(which keeps them free) and export there, or build it with a fixed input size. "
-            f"Received: a model with input shape {tuple(model.input_shape)} on backend='jax'"
+            f"Received: input_shape={tuple(model.input_shape)} with backend='jax'"
         )
     if quantize == "int8" and hasattr(representative_data, "shape"):
         _check_images(representative_data.shape[1:], model.input_shape[1:])
@@ -249,7 +251,8 @@ def litert_predict(interpreter, images):
     Args:
         interpreter: From `litert_interpreter`.
         images: Array `(batch, height, width, channels)`, of the file's
-            height, width and channels.
+            height, width and channels; where the file leaves the height and
+            width free (a model with its transform in front), any.
 
     Returns:
         numpy array, the model's output for every image.

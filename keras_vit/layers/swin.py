@@ -194,7 +194,7 @@ class SwinTransformerBlock(PreNormBlock):
         **kwargs: Base layer arguments.
 
     Call arguments:
-        x: Tensor `(batch, H, W, width)` with static `H` and `W`.
+        tokens: Tensor `(batch, H, W, width)` with static `H` and `W`.
         training: bool.
         return_attention_scores: bool. Also return the attention probabilities
             `(batch * num_windows, heads, Mh * Mw, Mh * Mw)`.
@@ -289,9 +289,7 @@ class SwinTransformerBlock(PreNormBlock):
         return None  # WindowAttention drops its projection's output itself, as the reference's does
 
     def _attend(self, x, training, return_attention_scores):
-        return self._window_attention(x, training, return_attention_scores)
-
-    def _window_attention(self, x, training, return_attention_scores):
+        """Window attention on the normalized map: padded, shifted, partitioned, and back."""
         (height, width), (hp, wp) = self.resolution, self.padded_size
         if (hp, wp) != (height, width):
             x = ops.pad(x, ((0, 0), (0, hp - height), (0, wp - width), (0, 0)))

@@ -116,8 +116,9 @@ class PreNormBlock(keras.layers.Layer):
     `z' = z + DropPath(Dropout(Attention(LN(z))))`, `z'' = z' + DropPath(MLP(LN(z')))`,
     with remat and the attention scores on request. A subclass sets the
     attributes its `__init__` checks (`num_heads`, `mlp_dim`, the rates,
-    `layer_norm_epsilon`, `kernel_initializer`, `mlp_bias_initializer`, `remat`)
-    and builds its attention in `_make_attention`; the sublayers are `norm1`,
+    `layer_norm_epsilon`, `kernel_initializer`, `mlp_bias_initializer`, `remat`;
+    in `build` before this class's, where they depend on the input, as Swin's
+    MLP width) and builds its attention in `_make_attention`; the sublayers are `norm1`,
     `attention`, `norm2` and `mlp`. A subclass may replace the MLP
     (`_make_mlp`), scale each residual branch before it is added
     (`_make_branch_scales`, e.g. LayerScale), and run its attention on

@@ -82,8 +82,8 @@ _CONVIT = {"num_classes": 1000, "image_size": 224, "train_gating": True}
 _VIT_TABLE_5 = "ViT paper, Table 5: ImageNet-21k pre-training, fine-tuned at 384 px"
 _NO_HYBRID_FIGURE = "not reported: ViT's Table 5 lists the plain ViTs only"
 _PRETRAINING_HEAD = "none: an ImageNet-21k pre-training head"
-_AUGREG_224 = ("not reported beside the file: vision_transformer's README gives the AugReg 384 px "
-               "fine-tunes only")
+_AUGREG_224 = ("not reported here: vision_transformer's README gives the AugReg 384 px fine-tunes only, and the "
+               "release's index.csv (adapt_final_test) could not be read where this table was made")
 _DEIT_ZOO = "facebookresearch/deit README_deit.md, Model Zoo, acc@1"
 _CONVIT_TABLE_1 = "ConViT paper, Table 1"
 _SWIN_HUB = "microsoft/Swin-Transformer MODELHUB.md, acc@1"
@@ -126,7 +126,7 @@ _SWIN = {
 _SWIN_I22K_CLASSES = 21841
 
 
-def _swin_release(variant, model, top1_fine_tuned, top1_imagenet=None, image_size=224):
+def _swin_release(variant, model, top1_fine_tuned, top1_imagenet=None, image_size=224, imagenet1k=True):
     """A Swin variant's checkpoints: ImageNet-22k, its ImageNet-1k fine-tune, and (T, S, B) ImageNet-1k.
 
     Named as the other families' are, by the data: `imagenet` (timm's `ms_in1k`),
@@ -141,14 +141,17 @@ def _swin_release(variant, model, top1_fine_tuned, top1_imagenet=None, image_siz
         f"{variant}/imagenet21k": _timm_hub(f"{model}.ms_in22k", **config, num_classes=_SWIN_I22K_CLASSES,
                                             top1_source="none: an ImageNet-22k head"),
     }
-    if top1_imagenet is not None:
+    if imagenet1k:
         entries[f"{variant}/imagenet"] = _timm_hub(f"{model}.ms_in1k", **config, num_classes=1000,
                                                    top1=top1_imagenet, top1_source=_SWIN_HUB)
     return entries
 
 
 def _deit_release(variant, model, top1, top1_distilled, image_size=224):
-    """A DeiT size's ImageNet-1k checkpoints, plain and distilled: `{variant}/imagenet`, `{variant}_distilled/imagenet`."""
+    """A DeiT size's ImageNet-1k checkpoints, plain and distilled.
+
+    `{variant}/imagenet` and `{variant}_distilled/imagenet`, with the top-1 of each.
+    """
     config = dict(_LEARNED_1D, num_classes=1000, image_size=image_size, preprocessing="imagenet")
     return {
         f"{variant}/imagenet": _timm_hub(f"{model}_patch16_{image_size}.fb_in1k", **config, top1=top1,
@@ -210,8 +213,8 @@ KNOWN_CHECKPOINTS = {
     **_swin_release("Swin_S", "swin_small_patch4_window7_224", 83.2, 83.2),
     **_swin_release("Swin_B", "swin_base_patch4_window7_224", 85.2, 83.5),
     **_swin_release("Swin_B384", "swin_base_patch4_window12_384", 86.4, 84.5, image_size=384),
-    **_swin_release("Swin_L", "swin_large_patch4_window7_224", 86.3),
-    **_swin_release("Swin_L384", "swin_large_patch4_window12_384", 87.3, image_size=384),
+    **_swin_release("Swin_L", "swin_large_patch4_window7_224", 86.3, imagenet1k=False),
+    **_swin_release("Swin_L384", "swin_large_patch4_window12_384", 87.3, image_size=384, imagenet1k=False),
 }
 """Every checkpoint `weights=` can name, as `"<variant>/<name>"` (e.g. `"ViT_B16/imagenet21k"`):
 a `KnownCheckpoint` with where it is downloaded from, its pinned SHA-256 (or None: trust on

@@ -188,8 +188,8 @@ def dry_run_invocation(command, workdir):
 def dry_runs(tmp_path_factory):
     """Every docs trainer command's dry run: `{command: (result, workdir)}`.
 
-    The commands that share an environment run in one process (tests/train/run_many.py),
-    each parsed and checked as `python train/main.py ...` would be.
+    The commands of one backend run in one process (tests/train/run_many.py), each with its
+    own cluster variables, parsed and checked as `python train/main.py ...` would be.
     """
     root = tmp_path_factory.mktemp("dry_runs")
     groups = {}

@@ -147,7 +147,10 @@ def run_in_process(argv, capsys):
 
 
 def run_many(argv_lists, env, timeout=600):
-    """`call_main` for each argument list, all in one new process with `env` added to this one's.
+    """`call_main` for each entry, all in one new process with `env` added to this one's.
+
+    An entry is an argument list, or `{"argv": [...], "env": {...}}` with variables set for that
+    call only (those the trainer reads when it runs: `TF_CONFIG`, `KERAS_DISTRIBUTION_*`).
 
     For command lines that need an environment of their own (a backend, 8 virtual devices):
     TensorFlow and Keras are imported once for all of them (tests/train/run_many.py).

@@ -173,7 +173,7 @@ def known_checkpoints():
     """`"DINOv2_<size>14[_reg4]/lvd142m"` -> `KnownCheckpoint` (timm's `*.lvd142m` files)."""
     return {
         key: KnownCheckpoint(f"{_HUB}/{tag}/resolve/main/model.safetensors", config=dict(_TRAINED),
-                             top1_source="none: a features-only model (no classifier head)")
+                             top1_source="none: a features-only model, without a classifier head")
         for key, tag in timm_tags().items()
     }
 

@@ -74,9 +74,7 @@ def parameter_count(key):
     """
     with keras.StatelessScope(initialize_variables=False):
         model = build_variant(key.split("/")[0], **KNOWN_CHECKPOINTS[key].config)
-    count = model.count_params()
-    del model
-    return count
+    return model.count_params()
 
 
 def load_line(key):

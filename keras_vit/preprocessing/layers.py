@@ -16,7 +16,6 @@ from keras_vit.preprocessing.checkpoints import (
     check_eval_settings,
     resized_size,
 )
-from keras_vit.preprocessing.resize_matrices import MATRIX_INTERPOLATIONS
 
 
 def _static(size):
@@ -145,7 +144,7 @@ class EvalTransform(keras.layers.Layer):
                 "transform inside from Keras' TensorFlow backend (KERAS_BACKEND=tensorflow), or give its "
                 f"input a fixed height and width. Received: images resized to {tuple(size)}"
             )
-        if self.interpolation in MATRIX_INTERPOLATIONS:
+        if self.interpolation in resize_matrices.MATRIX_INTERPOLATIONS:
             # Two matrix products: LiteRT's builtin ops and OpenVINO run them, where
             # TensorFlow's antialiased resize (ScaleAndTranslate) is neither's.
             return resize_matrices.resize(images, size, self.interpolation, self.antialias)

@@ -5,8 +5,9 @@ and App. D (R+Ti/16, R26+S/32 and R26+B/32 as published with the AugReg
 checkpoints), DeiT Table 1 (the ViT sizes Ti, S, B with ImageNet mean/std
 inputs, DeiT's initialization and, distilled, the distillation token), ConViT
 Table 1 (`D_emb = 48 N_h`; the "+" models 64 N_h), Swin Sec. 3.3
-(T, S, B, L; B and L also at 384 px with 12 x 12 windows), and ViT App. D.5's
-Axial-ViT-B/16 and B/32 (Fig. 12; no published checkpoints).
+(T, S, B, L; B and L also at 384 px with 12 x 12 windows). A family in its
+folder (`keras_vit.models.<family>`) keeps its sizes there, and registering
+it adds them to `ARCHITECTURES`.
 
 The table lives here, apart from the builders (`keras_vit.models.variants`
 turns it into `VARIANTS`), so that the weight loader can check a known
@@ -82,10 +83,6 @@ ARCHITECTURES = {
     "Swin_L": ("SwinTransformer", _swin(192, (2, 2, 18, 2), (6, 12, 24, 48))),
     "Swin_B384": ("SwinTransformer", _swin(128, (2, 2, 18, 2), (4, 8, 16, 32), 12, 384)),
     "Swin_L384": ("SwinTransformer", _swin(192, (2, 2, 18, 2), (6, 12, 24, 48), 12, 384)),
-    # ViT App. D.5, Fig. 12: ViT-B's sizes at patch 16 and 32; `num_layers` counts
-    # the ViT blocks, each of which becomes a row and a column block.
-    "AxialViT_B16": ("AxialViT", dict(VIT_SIZES["B"], patch_size=16)),
-    "AxialViT_B32": ("AxialViT", dict(VIT_SIZES["B"], patch_size=32)),
 }
 
 # The arguments that fix a checkpoint's weight shapes and what they compute.
@@ -130,7 +127,7 @@ def architecture(builder, arguments):
 
     Args:
         builder: str. `"VisionTransformer"`, `"ConViT"`, `"SwinTransformer"` or
-            `"AxialViT"`.
+            a registered family's builder name, e.g. `"AxialViT"`.
         arguments: dict. Builder arguments; other keys are ignored. A missing
             `resnet_stages` means a pure ViT, a missing ablation switch its
             default (`ABLATION_DEFAULTS`).

@@ -6,7 +6,10 @@ describes itself once with a `FamilySpec` and registers it with
 `__init__`. The shared code then asks this table, never the family's name or
 classes: the weight loader for the family's checkpoint layouts and converter,
 `keras_vit.inspection` for which family a built model is (its blocks say, by
-their `checkpoint_family`), the variant table for its named sizes.
+their `checkpoint_family`, or their class is among the spec's
+`block_classes`) and what its builder's arguments were, the FLOP count for
+its layers, the variant table for its named sizes, and `keras_vit.layers` /
+`keras_vit.analysis` for the public names the family answers there.
 
 This module imports nothing of keras_vit, so that the lowest layers (the
 weight conversion, the inspection) can read it; registering fills it when
@@ -30,11 +33,13 @@ class FamilySpec:
             entries of `keras_vit.architectures.ARCHITECTURES`.
         checkpoint_layout: callable `(format, arrays) -> str or None`: the
             layout of a checkpoint file of this family, or None for another
-            family's file.
+            family's file. None for a family without checkpoints.
         convert: callable `(layout, arrays) -> (weights, position, unused)`,
-            as the ViT converters return them.
+            as the ViT converters return them. None for a family without
+            checkpoints.
         is_keras_file: callable `arrays -> bool`: whether a keras_vit `.keras`
-            file's weights are of this family.
+            file's weights are of this family. None where the weight loader
+            reads the family's files as ViT's (its weights are named as ViT's).
         known_checkpoints: dict. `"Variant/name"` -> `KnownCheckpoint`.
         preprocessing: dict. `"Variant/name"` -> the authors' `EvalConfig`.
         timm_preprocessing: dict. `"Variant/name"` -> timm's `EvalConfig`.
@@ -42,19 +47,49 @@ class FamilySpec:
             weights, e.g. `"vit_small_patch14_dinov2.lvd142m"`.
         expected_files: str. The files a model of the family loads, for the
             message that refuses another family's.
+        block_classes: tuple. The family's own block layer classes, where
+            they are not `TransformerBlock`s: `keras_vit.inspection.blocks`
+            lists them with the others.
+        feature_blocks: bool. Whether the `block_classes` take the patch
+            tokens of one grid, as ViT's blocks do, so that
+            `keras_vit.features` taps them. Defaults to True.
+        architecture_of: callable `model -> (builder name, arguments)` of a
+            model whose blocks are among `block_classes`: the builder
+            arguments that fix its weights, for
+            `keras_vit.inspection.model_architecture`.
+        layer_macs: callable `layer -> int or None`: forward MACs per image of
+            one of the family's layers, None for a layer not its own
+            (`keras_vit.analysis.forward_macs`).
+        without_checkpoints: str. Non-empty for a family of which no
+            checkpoint was published: why, the start of the message that
+            refuses a checkpoint name for its models.
+        attends_within: str. Non-empty for a family whose blocks do not
+            attend over the whole token sequence: the model and what its
+            blocks attend within, for the message that refuses attention
+            rollout.
+        exports: dict. Package name (`"keras_vit.layers"`,
+            `"keras_vit.analysis"`) -> `{public name: object}` the package
+            answers for, besides the family's own package.
     """
 
     name: str
     builders: dict
     architectures: dict
-    checkpoint_layout: Callable
-    convert: Callable
-    is_keras_file: Callable
+    checkpoint_layout: Optional[Callable] = None
+    convert: Optional[Callable] = None
+    is_keras_file: Optional[Callable] = None
     known_checkpoints: dict = dataclasses.field(default_factory=dict)
     preprocessing: dict = dataclasses.field(default_factory=dict)
     timm_preprocessing: dict = dataclasses.field(default_factory=dict)
     timm_tags: dict = dataclasses.field(default_factory=dict)
     expected_files: str = ""
+    block_classes: tuple = ()
+    feature_blocks: bool = True
+    architecture_of: Optional[Callable] = None
+    layer_macs: Optional[Callable] = None
+    without_checkpoints: str = ""
+    attends_within: str = ""
+    exports: dict = dataclasses.field(default_factory=dict)
 
 
 FAMILIES = {}
@@ -64,7 +99,7 @@ FAMILIES = {}
 def family_of_checkpoint(fmt, arrays):
     """`(spec, layout)` of the registered family whose layout a checkpoint is in, or `(None, None)`."""
     for spec in FAMILIES.values():
-        layout = spec.checkpoint_layout(fmt, arrays)
+        layout = spec.checkpoint_layout(fmt, arrays) if spec.checkpoint_layout else None
         if layout is not None:
             return spec, layout
     return None, None
@@ -72,4 +107,45 @@ def family_of_checkpoint(fmt, arrays):
 
 def family_of_keras_file(arrays) -> Optional[str]:
     """The name of the registered family a keras_vit `.keras` file's weights belong to, or None."""
-    return next((spec.name for spec in FAMILIES.values() if spec.is_keras_file(arrays)), None)
+    return next((spec.name for spec in FAMILIES.values() if spec.is_keras_file and spec.is_keras_file(arrays)), None)
+
+
+def block_classes(feature_blocks_only=False):
+    """The registered families' own block classes (those that tap as ViT's blocks only, if asked)."""
+    return tuple(cls for spec in FAMILIES.values() if spec.feature_blocks or not feature_blocks_only
+                 for cls in spec.block_classes)
+
+
+def family_of_blocks(layers):
+    """The spec of the registered family one of whose `block_classes` is among `layers`, or None."""
+    for spec in FAMILIES.values():
+        if spec.block_classes and any(isinstance(layer, spec.block_classes) for layer in layers):
+            return spec
+    return None
+
+
+def layer_macs(layer):
+    """Forward MACs of `layer` counted by the registered family it belongs to, or None."""
+    for spec in FAMILIES.values():
+        macs = spec.layer_macs(layer) if spec.layer_macs else None
+        if macs is not None:
+            return macs
+    return None
+
+
+def exported(package, name):
+    """The object a registered family exports from `package` (e.g. `"keras_vit.layers"`) as `name`.
+
+    Raises:
+        AttributeError: when no family does, as a module's missing attribute.
+    """
+    for spec in FAMILIES.values():
+        names = spec.exports.get(package, {})
+        if name in names:
+            return names[name]
+    raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+
+def exported_names(package):
+    """The names every registered family exports from `package`, sorted."""
+    return sorted(name for spec in FAMILIES.values() for name in spec.exports.get(package, {}))

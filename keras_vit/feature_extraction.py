@@ -37,17 +37,17 @@ class _Backbone:
                 "return_stages=True)` (or a Swin variant with those arguments) for its "
                 f"stride 4-32 maps. Received: model={model.name!r}"
             )
-        # Axial-ViT's row and column blocks take the patch grid itself: their
-        # outputs are the maps, with no prefix tokens to drop.
-        self.blocks = inspection.layers_of(model, inspection.VIT_BLOCK_CLASSES)
+        # A registered family's blocks may take the patch grid itself (Axial-ViT's
+        # row and column blocks): their outputs are the maps, with no prefix tokens to drop.
+        self.blocks = inspection.layers_of(model, inspection.vit_block_classes())
         encoders = inspection.layers_of(model, PatchEncoder)
         patches = inspection.layers_of(model, Patches)
         if not self.blocks or len(encoders) != 1 or len(patches) != 1 or len(model.inputs) != 1:
             raise ValueError(
-                "`model` must be a keras_vit ViT, DeiT, hybrid ResNet+ViT or ConViT, or an Axial-ViT "
-                "(built by `keras_vit.VisionTransformer`, `keras_vit.ConViT`, `keras_vit.AxialViT` "
-                "or one of their variants, or loaded from a .keras file of one), with its "
-                "`TransformerBlock` (or `AxialTransformerBlock`) layers at the top level. "
+                "`model` must be a keras_vit model with one patch grid (a ViT, DeiT, hybrid ResNet+ViT "
+                "or ConViT, or a registered family's: built by a keras_vit builder or one of its "
+                "variants, or loaded from a .keras file of one), with its blocks "
+                f"({', '.join(cls.__name__ for cls in inspection.vit_block_classes())}) at the top level. "
                 f"Received: model={model.name!r}"
             )
         self.model = model

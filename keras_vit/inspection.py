@@ -9,13 +9,14 @@ from `.keras` files answer the same.
 
 This module sits just above `keras_vit.layers` in the import order (see
 `docs/design.md`): the weights, the models and the analysis tools import it,
-and it imports only layers and the variant table.
+and it imports only layers, the variant table and the registered families
+(`keras_vit.families`), whose specs say what their own blocks are.
 """
 
 import keras
 
+from keras_vit import families
 from keras_vit.architectures import architecture
-from keras_vit.layers.axial import AxialTransformerBlock
 from keras_vit.layers.bit import ResNetStage, StandardizedConv2D
 from keras_vit.layers.patching import PatchEncoder, Patches
 from keras_vit.layers.tokens import ClassToken, DistillationToken
@@ -29,12 +30,9 @@ from keras_vit.layers.transformer import TransformerBlock
 VIT_FAMILY, SWIN_FAMILY = "ViT", "Swin"
 # The weight of Swin's absolute position embedding (`ape`).
 SWIN_POSITION = "absolute_position_embedding/position_embedding"
-# Axial-ViT's blocks (ViT App. D.5) attend along the rows or the columns of a
-# patch grid: blocks, but not `TransformerBlock`s over a token sequence.
-BLOCK_CLASSES = (TransformerBlock, SwinTransformerBlock, AxialTransformerBlock)
-# The blocks of the ViT-like families, which take the patch tokens (and any
-# prefix tokens) in graph order; Axial-ViT's take them as a grid.
-VIT_BLOCK_CLASSES = (TransformerBlock, AxialTransformerBlock)
+# The blocks of the families without a folder; a registered family adds its own
+# (`FamilySpec.block_classes`) where they are not `TransformerBlock`s.
+_BLOCK_CLASSES = (TransformerBlock, SwinTransformerBlock)
 # The hybrid root's max pooling: ours with a static size, Keras' with a dynamic one
 # (and in `.keras` files saved before keras_vit had its own).
 _MAX_POOLINGS = (SeparableMaxPooling2D, keras.layers.MaxPooling2D)
@@ -56,13 +54,24 @@ def first_layer(model, classes):
     return next((layer for layer in model.layers if isinstance(layer, classes)), None)
 
 
-def family(model):
-    """`"Swin"`, `"ViT"` (ViT, DeiT, hybrid, ConViT, Axial-ViT), a registered family or None (not a keras_vit graph).
+def block_classes():
+    """Every block class of the families: `TransformerBlock`, Swin's, and the registered families' own."""
+    return (*_BLOCK_CLASSES, *families.block_classes())
 
-    Axial-ViT is of the ViT family: its stem, norm and head are ViT's, and only
-    its blocks differ (see `is_axial`).
+
+def vit_block_classes():
+    """The block classes that take the patch tokens (and any prefix tokens) of one grid, in graph order."""
+    return (TransformerBlock, *families.block_classes(feature_blocks_only=True))
+
+
+def family(model):
+    """`"Swin"`, `"ViT"` (ViT, DeiT, hybrid, ConViT), a registered family or None (not a keras_vit graph).
+
+    A registered family whose weights are named as ViT's (Axial-ViT: its stem,
+    norm and head are ViT's, and only its blocks differ) is of the ViT family
+    for the weight loader; `registered_family` names it.
     """
-    block = first_layer(model, BLOCK_CLASSES)
+    block = first_layer(model, block_classes())
     # A registered family's blocks name it (`keras_vit.families`).
     registered = getattr(block, "checkpoint_family", None)
     if registered is not None:
@@ -91,41 +100,42 @@ def patch_encoder(model):
     return encoder
 
 
-def is_axial(model):
-    """True for an Axial-ViT (ViT App. D.5): its blocks attend within a row or a column of the patch grid."""
-    return first_layer(model, AxialTransformerBlock) is not None
+def registered_family(model):
+    """The `FamilySpec` of the registered family whose own blocks `model` has, or None."""
+    return families.family_of_blocks(model.layers)
 
 
-def check_not_axial(model, what):
-    """Raises a ValueError naming `model` if it is an Axial-ViT, for which `what` is undefined.
+def check_whole_sequence_attention(model, what):
+    """Raises a ValueError naming `model` if its blocks do not attend over the whole token sequence.
 
     Args:
         model: A `keras.Model`.
         what: str. What needs one attention over the whole token sequence,
             e.g. `"Attention rollout"`; it begins the message.
     """
-    if is_axial(model):
+    spec = registered_family(model)
+    if spec is not None and spec.attends_within:
         raise ValueError(
             f"{what} needs blocks that attend over the whole token sequence, and `model` is an "
-            "Axial-ViT, whose blocks attend within one row or one column of the patch grid (ViT "
-            f"App. D.5). Received: model={model.name!r}"
+            f"{spec.attends_within}. Received: model={model.name!r}"
         )
 
 
 def blocks(model):
-    """Every transformer block (ViT-like, Axial-ViT's or Swin) of `model`, in order.
+    """Every transformer block (ViT-like, Swin's or a registered family's) of `model`, in order.
 
     An Axial-ViT has two per ViT block: the row block, then the column block.
 
     Raises:
         ValueError: for a model without any, naming it.
     """
-    found = layers_of(model, BLOCK_CLASSES)
+    classes = block_classes()
+    found = layers_of(model, classes)
     if not found:
         raise ValueError(
-            "`model` has no transformer blocks (TransformerBlock, SwinTransformerBlock or "
-            "AxialTransformerBlock layers at its top level): expected a model built by keras_vit "
-            f"or loaded from a .keras file of one. Received: model={model.name!r}"
+            f"`model` has no transformer blocks ({', '.join(cls.__name__ for cls in classes)} layers at "
+            "its top level): expected a model built by keras_vit or loaded from a .keras file of one. "
+            f"Received: model={model.name!r}"
         )
     return found
 
@@ -170,9 +180,9 @@ def prefix_token_counts(model):
     token only after the last GPSA block. Axial-ViT has no such tokens (they
     have no row or column), so its blocks count 0.
     """
-    counts, inserted = [], 0
+    counts, inserted, classes = [], 0, vit_block_classes()
     for layer in model.layers:
-        if isinstance(layer, VIT_BLOCK_CLASSES):
+        if isinstance(layer, classes):
             counts.append(inserted)
         else:
             inserted += getattr(layer, "adds_prefix_tokens", 0)
@@ -303,29 +313,6 @@ def _position_arguments(encoder, vit_blocks, block_embeddings):
     }
 
 
-def axial_arguments(model):
-    """The `AxialViT` arguments that fix an Axial-ViT's weights (ViT App. D.5).
-
-    `num_layers` is the number of ViT blocks replaced, as `AxialViT` takes it:
-    half the axial blocks, one row and one column block each.
-    `position_embedding` is the stem's (`"learned_1d"`, `"learned_2d"` or
-    `"none"`).
-    """
-    encoder = first_layer(model, PatchEncoder)
-    axial_blocks = layers_of(model, AxialTransformerBlock)
-    arguments = {
-        "hidden_size": encoder.hidden_size,
-        "num_layers": len(axial_blocks) // 2,
-        "position_embedding": encoder.position_layout if encoder.use_position_embedding else "none",
-    }
-    if axial_blocks:
-        arguments.update(num_heads=axial_blocks[0].num_heads, mlp_dim=axial_blocks[0].mlp_dim)
-    patches = first_layer(model, Patches)
-    if patches is not None:
-        arguments["patch_size"] = patches.patch_size
-    return arguments
-
-
 def model_architecture(model):
     """The architecture of a keras_vit model (see `keras_vit.architectures.architecture`).
 
@@ -335,10 +322,11 @@ def model_architecture(model):
     kind = family(model)
     if kind is None:
         return None
-    if kind == SWIN_FAMILY:
+    spec = registered_family(model)
+    if spec is not None and spec.architecture_of is not None:
+        builder, arguments = spec.architecture_of(model)
+    elif kind == SWIN_FAMILY:
         builder, arguments = "SwinTransformer", swin_arguments(model)
-    elif is_axial(model):
-        builder, arguments = "AxialViT", axial_arguments(model)
     else:
         arguments = vit_arguments(model)
         builder = "ConViT" if arguments["num_gpsa_layers"] else "VisionTransformer"

@@ -228,7 +228,7 @@ def test_other_models_are_refused():
     with pytest.raises(ValueError, match="return_stages=True"):
         features(swin)
     plain = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
-    with pytest.raises(ValueError, match="must be a keras_vit ViT, DeiT, hybrid ResNet\\+ViT or ConViT"):
+    with pytest.raises(ValueError, match=r"must be a keras_vit model with one patch grid .* with its blocks \(TransformerBlock, AxialTransformerBlock\)"):
         features(plain)
     with pytest.raises(ValueError, match="`model` must be a `keras.Model`"):
         simple_feature_pyramid("vit")

@@ -1,4 +1,11 @@
-"""The papers' analysis tools for keras_vit models (backend-agnostic)."""
+"""The papers' analysis tools for keras_vit models (backend-agnostic).
+
+A family that lives in its folder keeps its own counts there
+(`keras_vit.models.<family>`); those it exported here before it had one are
+still answered here, through the family's registration (`FamilySpec.exports`).
+"""
+
+from keras_vit import families
 
 from keras_vit.analysis.attention import (
     WindowGrid,
@@ -15,8 +22,6 @@ from keras_vit.analysis.attention import (
 )
 from keras_vit.analysis.embeddings import gpsa_gating, patch_embedding_components, position_embedding_similarity
 from keras_vit.analysis.flops import (
-    axial_block_macs,
-    axial_vit_forward_macs,
     encoder_block_macs,
     forward_macs,
     inference_flops,
@@ -29,8 +34,6 @@ __all__ = [
     "WindowGrid",
     "attention_maps",
     "attention_rollout",
-    "axial_block_macs",
-    "axial_vit_forward_macs",
     "encoder_block_macs",
     "forward_macs",
     "gpsa_gating",
@@ -49,3 +52,11 @@ __all__ = [
     "window_attention_to_grid",
     "window_grids",
 ]
+
+
+def __getattr__(name):
+    return families.exported(__name__, name)
+
+
+def __dir__():
+    return sorted({*globals(), *families.exported_names(__name__)})

@@ -91,12 +91,13 @@ def attention_maps(model, images):
         heads, rows, rows)` for a column block (see `AxialSelfAttention`).
     """
     last = model.layers.index(inspection.blocks(model)[-1])
+    block_classes = inspection.block_classes()
     x = ops.convert_to_tensor(images)
     maps = []
     # keras_vit builders make single chains up to the last block, so the layers in
     # order are the graph there; after it a distilled model branches into two heads.
     for layer in model.layers[1 : last + 1]:
-        if isinstance(layer, inspection.BLOCK_CLASSES):
+        if isinstance(layer, block_classes):
             x, probs = layer(x, return_attention_scores=True)
             probs = np.asarray(ops.convert_to_numpy(ops.cast(probs, "float32")))
             if isinstance(layer, SwinTransformerBlock):
@@ -199,7 +200,7 @@ def attention_rollout(maps, grid, class_token=True, residual_weight=0.5):
             raise ValueError(
                 "Attention rollout multiplies each block's attention over the whole token sequence, "
                 "`(batch, heads, tokens, tokens)`; a 5-D map attends within a window (Swin) or within "
-                "a row or a column of the patch grid (Axial-ViT) and has no such matrix. "
+                "a row or a column of the patch grid and has no such matrix. "
                 f"Received: a map of shape {np.shape(probs)}"
             )
     rollout = None
@@ -231,7 +232,7 @@ def rollout_heatmap(model, images):
         ValueError: for a Swin model (no single token grid) or an Axial-ViT
             (no attention over the whole sequence), naming it.
     """
-    inspection.check_not_axial(model, "Attention rollout")
+    inspection.check_whole_sequence_attention(model, "Attention rollout")
     grid = grid_size(model)
     relevance = attention_rollout(attention_maps(model, images), grid, has_class_token(model))
     height, width = np.asarray(images).shape[1:3]
@@ -254,8 +255,8 @@ def _patch_part(probs, grid):
     return patch / patch.sum(axis=-1, keepdims=True)
 
 
-def _axial_nonlocality(probs, grid):
-    """Mean distance from each query to what it attends to, in patches, per head, of an axial block.
+def _line_nonlocality(probs, grid):
+    """Mean distance from each query to what it attends to, in patches, per head, of a row or column block.
 
     A row block's query attends to the tokens of its row, a column block's to
     those of its column: the distance between line positions `i` and `j` is
@@ -264,7 +265,7 @@ def _axial_nonlocality(probs, grid):
     lines, length = probs.shape[1], probs.shape[-1]
     if (lines, length) not in ((grid[0], grid[1]), (grid[1], grid[0])) or probs.shape[3] != length:
         raise ValueError(
-            f"Expected an Axial-ViT block's attention on the {tuple(grid)} patch grid: "
+            f"Expected a row or column block's attention on the {tuple(grid)} patch grid: "
             f"`(batch, rows, heads, cols, cols)` = (batch, {grid[0]}, heads, {grid[1]}, {grid[1]}) "
             f"for a row block, `(batch, cols, heads, rows, rows)` = (batch, {grid[1]}, heads, "
             f"{grid[0]}, {grid[0]}) for a column block. Received: probs.shape={probs.shape}"
@@ -319,7 +320,7 @@ def nonlocality(maps, grid):
     out = []
     for probs in maps:
         if np.ndim(probs) == 5:
-            out.append(_axial_nonlocality(np.asarray(probs), grid))
+            out.append(_line_nonlocality(np.asarray(probs), grid))
             continue
         patch = _patch_part(probs, grid)
         out.append((patch * distances).sum(-1).mean(-1).mean(0))

@@ -15,12 +15,13 @@ ViT's global attention has `A = N`; Axial-ViT's row block on a `(rows, cols)`
 grid `A = cols`, its column block `A = rows` (ViT App. D.5). Axial-ViT's shorter
 attention saves little next to the projections and the MLP it doubles, which is
 why the paper's Fig. 12 finds it costlier than ViT: at 224 px, B/16 costs 17.6
-GMACs and Axial-B/16 33.5 (`vit_forward_macs`, `axial_vit_forward_macs`).
+GMACs and Axial-B/16 33.5 (`vit_forward_macs`, and
+`keras_vit.models.axial.axial_vit_forward_macs` in Axial-ViT's folder).
 """
 
 import math
 
-from keras_vit.layers.axial import AxialTransformerBlock
+from keras_vit.families import layer_macs
 from keras_vit.layers.bit import ResNetStage, StandardizedConv2D
 from keras_vit.layers.gpsa import GPSA
 from keras_vit.layers.patching import PatchEncoder
@@ -72,20 +73,6 @@ def block_macs(block, length, width):
     return macs
 
 
-def axial_block_macs(grid, width, mlp_dim, axis):
-    """MACs of one `AxialTransformerBlock` on a `(rows, cols)` grid (ViT App. D.5).
-
-    Args:
-        grid: tuple `(rows, cols)`.
-        width: int. `D`.
-        mlp_dim: int. The MLP's hidden width.
-        axis: `"row"` (each token attends to the `cols` tokens of its row) or
-            `"column"` (to the `rows` of its column).
-    """
-    rows, cols = grid
-    return encoder_block_macs(rows * cols, width, mlp_dim, attended=cols if axis == "row" else rows)
-
-
 def vit_forward_macs(
     image_size=224,
     patch_size=16,
@@ -110,41 +97,15 @@ def vit_forward_macs(
     Returns:
         int.
     """
-    (rows, cols), patch = _grid(image_size, patch_size)
+    (rows, cols), patch = patch_grid_and_size(image_size, patch_size)
     tokens = rows * cols + (1 + distillation if pooling == "token" else 0)
     total = rows * cols * patch[0] * patch[1] * num_channels * hidden_size
     total += num_layers * encoder_block_macs(tokens, hidden_size, mlp_dim)
-    return total + _head_macs(hidden_size, num_classes, include_top, representation_size, 1 + distillation)
+    return total + head_macs(hidden_size, num_classes, include_top, representation_size, 1 + distillation)
 
 
-def axial_vit_forward_macs(
-    image_size=224,
-    patch_size=16,
-    num_channels=3,
-    hidden_size=768,
-    num_layers=12,
-    num_heads=12,
-    mlp_dim=3072,
-    num_classes=1000,
-    include_top=True,
-    representation_size=None,
-):
-    """Forward MACs per image of an `AxialViT` from its arguments (ViT App. D.5).
-
-    The patch embedding, a row and a column block per layer on the patch grid
-    (no class token) and the head; `num_heads` is taken as in
-    `vit_forward_macs`.
-
-    Returns:
-        int.
-    """
-    grid, patch = _grid(image_size, patch_size)
-    total = grid[0] * grid[1] * patch[0] * patch[1] * num_channels * hidden_size
-    total += num_layers * sum(axial_block_macs(grid, hidden_size, mlp_dim, axis) for axis in ("row", "column"))
-    return total + _head_macs(hidden_size, num_classes, include_top, representation_size, 1)
-
-
-def _grid(image_size, patch_size):
+def patch_grid_and_size(image_size, patch_size):
+    """`((rows, cols), (patch_h, patch_w))` of an image cut into patches; refuses sizes that do not divide."""
     image, patch = to_pair(image_size, "image_size"), to_pair(patch_size, "patch_size")
     if image[0] % patch[0] or image[1] % patch[1]:
         raise ValueError(
@@ -154,7 +115,8 @@ def _grid(image_size, patch_size):
     return (image[0] // patch[0], image[1] // patch[1]), patch
 
 
-def _head_macs(width, num_classes, include_top, representation_size, num_heads):
+def head_macs(width, num_classes, include_top, representation_size, num_heads):
+    """MACs of the pre-logits and `num_heads` classifier heads after the pooling (0 without a top)."""
     if not include_top:
         return 0
     check_positive_int(num_classes, "num_classes")
@@ -271,7 +233,11 @@ def forward_macs(model):
         )
     total = 0
     for layer in model.layers:
-        if isinstance(layer, StandardizedConv2D):
+        # A registered family counts its own layers (`FamilySpec.layer_macs`).
+        registered = layer_macs(layer)
+        if registered is not None:
+            total += registered
+        elif isinstance(layer, StandardizedConv2D):
             total += _conv_macs(layer, layer.output.shape, layer.input.shape[-1])
         elif isinstance(layer, ResNetStage):
             total += _stage_macs(layer, layer.input.shape)
@@ -281,9 +247,6 @@ def forward_macs(model):
         elif isinstance(layer, TransformerBlock):
             length, width = math.prod(layer.input.shape[1:-1]), layer.input.shape[-1]
             total += block_macs(layer, length, width)
-        elif isinstance(layer, AxialTransformerBlock):
-            _, rows, cols, width = layer.input.shape
-            total += axial_block_macs((rows, cols), width, layer.mlp_dim, layer.axis)
         elif isinstance(layer, SwinPatchEmbedding):
             _, rows, cols, _ = layer.output.shape
             ph, pw = layer.patch_size

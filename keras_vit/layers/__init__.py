@@ -1,7 +1,13 @@
-"""Registered Keras layers of keras_vit."""
+"""Registered Keras layers of keras_vit.
+
+The layers of a family that lives in its folder are in that folder's package
+(`keras_vit.models.<family>`); those it exported here before it had one are
+still answered here, through the family's registration (`FamilySpec.exports`).
+"""
+
+from keras_vit import families
 
 from keras_vit.layers.attention import MultiHeadSelfAttention, attention_kernels
-from keras_vit.layers.axial import AxialSelfAttention, AxialTransformerBlock
 from keras_vit.layers.code_paths import code_path
 from keras_vit.layers.bit import BottleneckUnit, ResNetStage, StandardizedConv2D
 from keras_vit.layers.gpsa import GPSA
@@ -25,8 +31,6 @@ from keras_vit.layers.transformer import StochasticDepth, TransformerBlock
 
 __all__ = [
     "AbsolutePositionEmbedding",
-    "AxialSelfAttention",
-    "AxialTransformerBlock",
     "BottleneckUnit",
     "ClassToken",
     "ClassTokenPooling",
@@ -56,3 +60,11 @@ __all__ = [
     "attention_kernels",
     "code_path",
 ]
+
+
+def __getattr__(name):
+    return families.exported(__name__, name)
+
+
+def __dir__():
+    return sorted({*globals(), *families.exported_names(__name__)})

@@ -47,6 +47,8 @@ def register_family(spec):
     if unknown:
         raise ValueError(f"Family {spec.name!r} has variants of builders it does not give: {unknown}")
     _add(variants.BUILDERS, spec.builders, "builders", spec.name)
+    if spec.without_checkpoints:
+        variants.WITHOUT_CHECKPOINTS.update(dict.fromkeys(spec.builders, spec.without_checkpoints))
     _add(architectures.ARCHITECTURES, spec.architectures, "variants", spec.name)
     _add(variants.VARIANTS, {name: (spec.builders[builder], config)
                              for name, (builder, config) in spec.architectures.items()}, "variants", spec.name)

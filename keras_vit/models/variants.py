@@ -4,21 +4,21 @@ import difflib
 import inspect
 
 from keras_vit.architectures import ARCHITECTURES, architecture
-from keras_vit.models.axial import AxialViT
 from keras_vit.models.convit import ConViT
 from keras_vit.models.swin import SwinTransformer
 from keras_vit.models.vit import VisionTransformer
 from keras_vit.weights.registry import KNOWN_CHECKPOINTS, check_fits, find_checkpoint, is_checkpoint_file
 
-BUILDERS = {
-    "VisionTransformer": VisionTransformer, "ConViT": ConViT, "SwinTransformer": SwinTransformer, "AxialViT": AxialViT,
-}
-# Builders of which no checkpoint was published: they refuse `weights` themselves,
+# Builder name -> builder; a registered family adds its own (`register_family`).
+BUILDERS = {"VisionTransformer": VisionTransformer, "ConViT": ConViT, "SwinTransformer": SwinTransformer}
+# Builder name -> why no checkpoint of its models was published (a registered
+# family's `without_checkpoints`): such builders refuse `weights` themselves,
 # with the reason, before the registry would be asked for a name it cannot know.
-_WITHOUT_CHECKPOINTS = (AxialViT,)
+WITHOUT_CHECKPOINTS = {}
 
 # name -> (builder, keyword arguments), from the one table.
-VARIANTS = {name: (BUILDERS[builder], config) for name, (builder, config) in ARCHITECTURES.items()}
+VARIANTS = {name: (BUILDERS[builder], config) for name, (builder, config) in ARCHITECTURES.items()
+            if builder in BUILDERS}
 """Every named variant: `name -> (builder, table arguments)`, from
 `keras_vit.architectures.ARCHITECTURES`.
 """
@@ -49,18 +49,18 @@ def build_variant(variant, /, weights=None, **kwargs):
             `keras_vit.weights.KNOWN_CHECKPOINTS`) whose training settings
             (classes, resolution, pre-logits) become the defaults. A known
             checkpoint is checked against the variant before anything is built
-            or downloaded. Axial-ViT variants take None only (no checkpoint
-            was published).
+            or downloaded. Variants of a family without checkpoints
+            (Axial-ViT) take None only.
         **kwargs: Any argument of the variant's builder (`VisionTransformer`,
-            `ConViT`, `SwinTransformer` or `AxialViT`).
+            `ConViT`, `SwinTransformer`, or a registered family's).
 
     Returns:
         A `keras.Model`.
 
     Raises:
         ValueError: for an unknown variant, an unknown checkpoint name, a
-            known checkpoint of another architecture, or any `weights` for an
-            Axial-ViT variant.
+            known checkpoint of another architecture, or any `weights` for a
+            variant of a family without checkpoints.
         TypeError: for a keyword argument the variant's builder does not take.
     """
     if not isinstance(variant, str) or variant not in VARIANTS:
@@ -69,7 +69,7 @@ def build_variant(variant, /, weights=None, **kwargs):
         )
     builder, config = VARIANTS[variant]
     _check_keywords(variant, builder, kwargs)
-    if weights is not None and builder not in _WITHOUT_CHECKPOINTS and not is_checkpoint_file(weights):
+    if weights is not None and builder.__name__ not in WITHOUT_CHECKPOINTS and not is_checkpoint_file(weights):
         key, known = find_checkpoint(weights, variant)
         kwargs = {**known.config, **kwargs}
         check_fits(key, architecture(builder.__name__, {**config, **kwargs}), variant)
@@ -99,10 +99,13 @@ def make_builder(variant):
         return build_variant(variant, weights=weights, **kwargs)
 
     build.__name__ = build.__qualname__ = variant
+    if builder.__name__ in WITHOUT_CHECKPOINTS:
+        weights_doc = f"None: {WITHOUT_CHECKPOINTS[builder.__name__]}; any other value raises a `ValueError`"
+    else:
+        weights_doc = f"A checkpoint file or a known checkpoint name of {variant}{f' ({own})' if own else ''}"
     build.__doc__ = (
         f"Builds {variant} ({sizes}).\n\n"
-        f"Args:\n    weights: A checkpoint file or a known checkpoint name of {variant}"
-        f"{f' ({own})' if own else ''}.\n"
+        f"Args:\n    weights: {weights_doc}.\n"
         f"    **kwargs: Any argument of `{builder.__name__}`, e.g. `image_size`,\n"
         f"        `num_classes`, `include_top`, `dtype`, `name`; they override the table.\n\n"
         "Returns:\n    A `keras.Model`.\n"

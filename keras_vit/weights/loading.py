@@ -44,12 +44,12 @@ def resolve_checkpoint(checkpoint, model):
     """
     if is_checkpoint_file(checkpoint):
         return os.fspath(checkpoint)
-    if inspection.is_axial(model):
+    spec = inspection.registered_family(model)
+    if spec is not None and spec.without_checkpoints:
         # Before the registry's list of names, none of which could fit.
         raise ValueError(
-            "Axial-ViT has no published checkpoints (the ViT authors released none), so `checkpoint` must be a "
-            "file of this model's weights (a `.keras` file, or `.weights.h5` for `model.load_weights`). "
-            f"Received: checkpoint={checkpoint!r}"
+            f"{spec.without_checkpoints}, so `checkpoint` must be a file of this model's weights (a `.keras` "
+            f"file, or `.weights.h5` for `model.load_weights`). Received: checkpoint={checkpoint!r}"
         )
     key, known = find_checkpoint(checkpoint, model.name)
     check_fits(key, inspection.model_architecture(model), f"the model {model.name!r}")

@@ -9,7 +9,9 @@ import pytest
 import keras_vit
 from keras_vit import analysis
 from keras_vit.architectures import ARCHITECTURES
-from keras_vit.models.axial import AXIAL_VARIANTS
+from keras_vit.models.axial import SPEC as AXIAL
+
+AXIAL_VARIANTS = {name: config for name, (_, config) in AXIAL.architectures.items()}
 
 # image 32 x 48, patch 8: a 4 x 6 grid; width 32, 2 heads, 2 blocks.
 TINY = dict(image_size=(32, 48), patch_size=8, hidden_size=32, num_layers=2, num_heads=2, mlp_dim=64,

@@ -9,8 +9,10 @@ import pytest
 import keras_vit
 from keras_vit.architectures import VIT_SIZES
 from keras_vit.layers import AxialSelfAttention, AxialTransformerBlock, TransformerBlock
-from keras_vit.models.axial import AXIAL_VARIANTS, AxialViT
+from keras_vit.models.axial import SPEC, AxialViT
 from tests.testing import ATOL, check_layer, np_softmax, set_random_weights, to_numpy
+
+AXIAL_VARIANTS = {name: config for name, (_, config) in SPEC.architectures.items()}
 
 # image 32 x 48, patch 8: a non-square 4 x 6 grid; width 32, 2 heads, 2 ViT blocks (4 axial).
 TINY = dict(image_size=(32, 48), patch_size=8, hidden_size=32, num_layers=2, num_heads=2, mlp_dim=64,

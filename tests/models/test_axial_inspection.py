@@ -8,8 +8,10 @@ import keras_vit
 from keras_vit import analysis, inspection
 from keras_vit.architectures import ARCHITECTURES, architecture, mismatches
 from keras_vit.layers import AxialTransformerBlock
-from keras_vit.models.axial import AXIAL_VARIANTS, AxialViT
+from keras_vit.models.axial import SPEC, AxialViT
 from tests.testing import ATOL, set_random_weights, to_numpy
+
+AXIAL_VARIANTS = {name: config for name, (_, config) in SPEC.architectures.items()}
 
 # image 16 x 24, patch 4: a non-square 4 x 6 grid, so rows and columns differ; 2 ViT blocks (4 axial).
 TINY = dict(image_size=(16, 24), patch_size=4, hidden_size=16, num_layers=2, num_heads=2, mlp_dim=16,
@@ -50,8 +52,8 @@ def test_blocks_are_the_row_and_column_blocks_in_graph_order():
     assert inspection.final_norm(model).name == "encoder_norm"
     # No class token: no block sees a prefix token.
     assert inspection.prefix_token_counts(model) == [0, 0, 0, 0]
-    assert inspection.is_axial(model) and not inspection.is_axial(keras_vit.VisionTransformer(
-        image_size=16, patch_size=4, hidden_size=16, num_layers=1, num_heads=2, mlp_dim=16, num_classes=3))
+    assert inspection.registered_family(model) is SPEC and inspection.registered_family(keras_vit.VisionTransformer(
+        image_size=16, patch_size=4, hidden_size=16, num_layers=1, num_heads=2, mlp_dim=16, num_classes=3)) is None
 
 
 @pytest.mark.parametrize("position_embedding", ["learned_1d", "learned_2d", "none"])
@@ -146,7 +148,7 @@ def test_nonlocality_of_axial_maps_is_the_distance_along_each_line():
     local = np.broadcast_to(np.eye(COLS), (1, ROWS, 2, COLS, COLS))
     table = analysis.nonlocality([row, column, local], (ROWS, COLS))
     np.testing.assert_allclose(table, [[35 / 18] * 2, [15 / 12] * 2, [0.0] * 2])
-    with pytest.raises(ValueError, match=r"Expected an Axial-ViT block's attention on the \(4, 6\) patch grid"):
+    with pytest.raises(ValueError, match=r"Expected a row or column block's attention on the \(4, 6\) patch grid"):
         analysis.nonlocality([np.full((1, 5, 2, COLS, COLS), 1 / COLS)], (ROWS, COLS))
 
 

@@ -23,17 +23,13 @@ The appendix leaves two things open, settled here:
 No checkpoint was published: `weights` must be None.
 """
 
-from keras_vit.architectures import ARCHITECTURES
-from keras_vit.layers.axial import AxialTransformerBlock
+from keras_vit.models.axial.layers import AxialTransformerBlock
+from keras_vit.models.axial.sizes import NO_CHECKPOINTS
 from keras_vit.models.skeleton import EncoderConfig, Family, build_encoder_model
 
 # Those of `VisionTransformer` that need a class token or 1-D raster offsets are left out.
 AXIAL_POOLINGS = ("gap",)
 AXIAL_POSITION_EMBEDDINGS = ("learned_1d", "learned_2d", "none")
-
-# name -> `AxialViT` keyword arguments: ViT-B (Table 1) at the patch sizes of Fig. 12,
-# from the one variant table (which `keras_vit.VARIANTS` and `build_variant` also read).
-AXIAL_VARIANTS = {name: config for name, (builder, config) in ARCHITECTURES.items() if builder == "AxialViT"}
 
 
 def check_axial_args(pooling, position_embedding, weights):
@@ -46,7 +42,7 @@ def check_axial_args(pooling, position_embedding, weights):
     """
     if weights is not None:
         raise ValueError(
-            "Axial-ViT has no published checkpoints (the ViT authors released none), so `weights` must be "
+            f"{NO_CHECKPOINTS}, so `weights` must be "
             "None: train the model, or load weights you saved with `model.load_weights` or a `.keras` file "
             f"with `keras.saving.load_model`. Received: weights={weights!r}"
         )
@@ -180,34 +176,3 @@ def AxialViT(
     family = Family(make_block, tokens_at=num_layers, grid_blocks=num_layers)
     return build_encoder_model(config, family)
 
-
-def _build_variant(variant, kwargs):
-    return AxialViT(**{"name": variant.lower(), **AXIAL_VARIANTS[variant], **kwargs})
-
-
-def AxialViT_B16(**kwargs):
-    """Builds Axial-ViT-B/16 (ViT App. D.5, Fig. 12): ViT-B's sizes, 16 x 16 patches, 24 axial blocks.
-
-    Args:
-        **kwargs: Any argument of `AxialViT`, e.g. `image_size`,
-            `num_classes`, `include_top`, `drop_path_rate`, `dtype`, `name`;
-            they override the sizes. `weights` raises: no checkpoint exists.
-
-    Returns:
-        A `keras.Model`.
-    """
-    return _build_variant("AxialViT_B16", kwargs)
-
-
-def AxialViT_B32(**kwargs):
-    """Builds Axial-ViT-B/32 (ViT App. D.5, Fig. 12): ViT-B's sizes, 32 x 32 patches, 24 axial blocks.
-
-    Args:
-        **kwargs: Any argument of `AxialViT`, e.g. `image_size`,
-            `num_classes`, `include_top`, `drop_path_rate`, `dtype`, `name`;
-            they override the sizes. `weights` raises: no checkpoint exists.
-
-    Returns:
-        A `keras.Model`.
-    """
-    return _build_variant("AxialViT_B32", kwargs)

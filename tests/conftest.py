@@ -53,6 +53,7 @@ BACKENDS = {
     "layers": BOTH,
     "models": BOTH,
     "models/test_variants.py": ONE,  # parameter counts, from shapes alone
+    "models/test_registration.py": ONE,  # tables and the stub: no numerics
     "analysis": BOTH,  # attention maps, distances and features from the model's own calls
     "analysis/test_published_flops.py": ONE,  # arithmetic on the configuration
     "analysis/test_few_shot.py": ONE,  # numpy

@@ -37,8 +37,20 @@ def _parameters(function):
     ))
 
 
+def _function(name, value, lineno, endlineno):
+    function = griffe.Function(name, lineno=lineno, endlineno=endlineno, parameters=_parameters(value))
+    function.docstring = griffe.Docstring(inspect.cleandoc(value.__doc__), parent=function)
+    return function
+
+
 class NamedBuilders(griffe.Extension):
-    """Module attributes of `keras_vit` that are functions once imported become documented functions."""
+    """The functions a keras_vit module makes when imported become documented functions of it.
+
+    Two kinds: module attributes that are functions once imported, and the named
+    builders `keras_vit.models.variants` makes from the table (a registered
+    family's too), which no line of its source names: each is added where it is
+    made (its `__module__`), in the table's order.
+    """
 
     def on_module_members(self, *, node, mod, agent, **kwargs):
         if not mod.path.startswith("keras_vit"):
@@ -50,7 +62,10 @@ class NamedBuilders(griffe.Extension):
                 continue
             if value.__name__ != name or not value.__doc__:
                 continue
-            function = griffe.Function(name, lineno=member.lineno, endlineno=member.endlineno,
-                                       parameters=_parameters(value))
-            function.docstring = griffe.Docstring(inspect.cleandoc(value.__doc__), parent=function)
-            mod.set_member(name, function)
+            mod.set_member(name, _function(name, value, member.lineno, member.endlineno))
+        for name, value in vars(module).items():
+            made = (inspect.isfunction(value) and value.__module__ == mod.path and value.__name__ == name
+                    and value.__code__.co_name != name and value.__doc__)
+            if made and name not in mod.members:
+                lineno = value.__code__.co_firstlineno
+                mod.set_member(name, _function(name, value, lineno, lineno))

@@ -16,11 +16,10 @@ from keras_vit.preprocessing import checkpoints as preprocessing_tables
 from keras_vit.weights import registry
 
 
-def _add(table, entries, what, family):
+def _check_free(table, entries, what, family):
     taken = sorted(set(entries) & set(table))
     if taken:
         raise ValueError(f"Family {family!r} registers {what} that exist already: {taken}")
-    table.update(entries)
 
 
 def register_family(spec):
@@ -46,15 +45,22 @@ def register_family(spec):
     unknown = sorted({builder for builder, _ in spec.architectures.values()} - set(spec.builders))
     if unknown:
         raise ValueError(f"Family {spec.name!r} has variants of builders it does not give: {unknown}")
-    _add(variants.BUILDERS, spec.builders, "builders", spec.name)
+    named = {name: (spec.builders[builder], config) for name, (builder, config) in spec.architectures.items()}
+    tables = (
+        (variants.BUILDERS, spec.builders, "builders"),
+        (architectures.ARCHITECTURES, spec.architectures, "variants"),
+        (variants.VARIANTS, named, "variants"),
+        (registry.KNOWN_CHECKPOINTS, spec.known_checkpoints, "checkpoints"),
+        (preprocessing_tables.CHECKPOINT_PREPROCESSING, spec.preprocessing, "preprocessing"),
+        (preprocessing_tables.TIMM_PREPROCESSING, spec.timm_preprocessing, "timm preprocessing"),
+        (preprocessing_tables.TIMM_PRETRAINED_TAGS, spec.timm_tags, "timm tags"),
+    )
+    # Every table is checked before any is written: a refused family leaves none half-filled.
+    for table, entries, what in tables:
+        _check_free(table, entries, what, spec.name)
+    for table, entries, _ in tables:
+        table.update(entries)
     if spec.without_checkpoints:
         variants.WITHOUT_CHECKPOINTS.update(dict.fromkeys(spec.builders, spec.without_checkpoints))
-    _add(architectures.ARCHITECTURES, spec.architectures, "variants", spec.name)
-    _add(variants.VARIANTS, {name: (spec.builders[builder], config)
-                             for name, (builder, config) in spec.architectures.items()}, "variants", spec.name)
-    _add(registry.KNOWN_CHECKPOINTS, spec.known_checkpoints, "checkpoints", spec.name)
-    _add(preprocessing_tables.CHECKPOINT_PREPROCESSING, spec.preprocessing, "preprocessing", spec.name)
-    _add(preprocessing_tables.TIMM_PREPROCESSING, spec.timm_preprocessing, "timm preprocessing", spec.name)
-    _add(preprocessing_tables.TIMM_PRETRAINED_TAGS, spec.timm_tags, "timm tags", spec.name)
     FAMILIES[spec.name] = spec
-    return {name: variants.make_builder(name) for name in spec.architectures}
+    return variants.add_named_builders(spec.architectures)

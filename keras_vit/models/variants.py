@@ -91,6 +91,7 @@ def _check_keywords(variant, builder, kwargs):
 
 
 def make_builder(variant):
+    """A thin builder of the named variant `variant`, with its docstring written from the table."""
     builder, config = VARIANTS[variant]
     sizes = ", ".join(f"{key}={value}" for key, value in config.items())
     own = sorted(key.split("/", 1)[1] for key in KNOWN_CHECKPOINTS if key.split("/")[0] == variant)
@@ -113,36 +114,23 @@ def make_builder(variant):
     return build
 
 
-ViT_Ti16 = make_builder("ViT_Ti16")
-ViT_S16 = make_builder("ViT_S16")
-ViT_B16 = make_builder("ViT_B16")
-ViT_B32 = make_builder("ViT_B32")
-ViT_B8 = make_builder("ViT_B8")
-ViT_L16 = make_builder("ViT_L16")
-ViT_L32 = make_builder("ViT_L32")
-ViT_H14 = make_builder("ViT_H14")
-R_ViT_Ti16 = make_builder("R_ViT_Ti16")
-R26_ViT_S32 = make_builder("R26_ViT_S32")
-R26_ViT_B32 = make_builder("R26_ViT_B32")
-R50_ViT_B16 = make_builder("R50_ViT_B16")
-R50_ViT_L32 = make_builder("R50_ViT_L32")
-DeiT_Ti16 = make_builder("DeiT_Ti16")
-DeiT_S16 = make_builder("DeiT_S16")
-DeiT_B16 = make_builder("DeiT_B16")
-DeiT_B16_384 = make_builder("DeiT_B16_384")
-DeiT_Ti16_distilled = make_builder("DeiT_Ti16_distilled")
-DeiT_S16_distilled = make_builder("DeiT_S16_distilled")
-DeiT_B16_distilled = make_builder("DeiT_B16_distilled")
-DeiT_B16_384_distilled = make_builder("DeiT_B16_384_distilled")
-ConViT_Ti = make_builder("ConViT_Ti")
-ConViT_S = make_builder("ConViT_S")
-ConViT_B = make_builder("ConViT_B")
-ConViT_Ti_plus = make_builder("ConViT_Ti_plus")
-ConViT_S_plus = make_builder("ConViT_S_plus")
-ConViT_B_plus = make_builder("ConViT_B_plus")
-Swin_T = make_builder("Swin_T")
-Swin_S = make_builder("Swin_S")
-Swin_B = make_builder("Swin_B")
-Swin_L = make_builder("Swin_L")
-Swin_B384 = make_builder("Swin_B384")
-Swin_L384 = make_builder("Swin_L384")
+
+NAMED_BUILDERS = {}
+"""Every named variant's builder, `name -> function` (`keras_vit.ViT_B16` and its
+siblings): made once from the table here, and by `register_family` for a family's
+variants. Each is also an attribute of this module, where its docstring is read."""
+
+
+def add_named_builders(names):
+    """Makes the named builders of `names` (keys of `VARIANTS`), keeps them and returns them.
+
+    Returns:
+        `{name: builder}`, in the order of `names`.
+    """
+    made = {name: make_builder(name) for name in names}
+    NAMED_BUILDERS.update(made)
+    globals().update(made)
+    return made
+
+
+add_named_builders(VARIANTS)

@@ -34,11 +34,11 @@ SPEC = FamilySpec(
     },
 )
 
-_builders = register_family(SPEC)
-AxialViT_B16 = _builders["AxialViT_B16"]
-AxialViT_B32 = _builders["AxialViT_B32"]
+# The named builders (`AxialViT_B16`, ...), module attributes here as in `keras_vit`.
+NAMED_BUILDERS = register_family(SPEC)
+globals().update(NAMED_BUILDERS)
 
 __all__ = [
-    "AxialViT", "AxialSelfAttention", "AxialTransformerBlock", "SPEC",
-    "AxialViT_B16", "AxialViT_B32", "axial_block_macs", "axial_vit_forward_macs",
+    "AxialViT", "AxialSelfAttention", "AxialTransformerBlock", "SPEC", "axial_block_macs", "axial_vit_forward_macs",
+    *NAMED_BUILDERS,
 ]

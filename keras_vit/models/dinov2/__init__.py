@@ -30,18 +30,8 @@ SPEC = FamilySpec(
     ),
 )
 
-_builders = register_family(SPEC)
-DINOv2_S14 = _builders["DINOv2_S14"]
-DINOv2_B14 = _builders["DINOv2_B14"]
-DINOv2_L14 = _builders["DINOv2_L14"]
-DINOv2_G14 = _builders["DINOv2_G14"]
-DINOv2_S14_reg4 = _builders["DINOv2_S14_reg4"]
-DINOv2_B14_reg4 = _builders["DINOv2_B14_reg4"]
-DINOv2_L14_reg4 = _builders["DINOv2_L14_reg4"]
-DINOv2_G14_reg4 = _builders["DINOv2_G14_reg4"]
+# The named builders (`DINOv2_S14`, ...), module attributes here as in `keras_vit`.
+NAMED_BUILDERS = register_family(SPEC)
+globals().update(NAMED_BUILDERS)
 
-__all__ = [
-    "DINOv2", "DINOv2Block", "LayerScale", "RegisterTokens", "SwiGLUBlock", "SPEC",
-    "DINOv2_S14", "DINOv2_B14", "DINOv2_L14", "DINOv2_G14",
-    "DINOv2_S14_reg4", "DINOv2_B14_reg4", "DINOv2_L14_reg4", "DINOv2_G14_reg4",
-]
+__all__ = ["DINOv2", "DINOv2Block", "LayerScale", "RegisterTokens", "SwiGLUBlock", "SPEC", *NAMED_BUILDERS]

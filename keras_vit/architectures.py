@@ -41,12 +41,6 @@ def _deit(size, distillation=False, image_size=224):
                 initialization="deit", distillation=distillation)
 
 
-def _swin(embed_dim, depths, num_heads, window_size=7, image_size=224):
-    # Swin Sec. 3.3: C = 96, 96, 128, 192 and heads C / 32 in the first stage.
-    return dict(image_size=image_size, embed_dim=embed_dim, depths=depths,
-                num_heads=num_heads, window_size=window_size)
-
-
 # name -> (builder name, keyword arguments). `test_variants.py` pins the
 # parameter count of every entry, so an entry added here without a count fails.
 ARCHITECTURES = {
@@ -77,12 +71,6 @@ ARCHITECTURES = {
     "ConViT_Ti_plus": ("ConViT", _convit(4, 64)),
     "ConViT_S_plus": ("ConViT", _convit(9, 64)),
     "ConViT_B_plus": ("ConViT", _convit(16, 64)),
-    "Swin_T": ("SwinTransformer", _swin(96, (2, 2, 6, 2), (3, 6, 12, 24))),
-    "Swin_S": ("SwinTransformer", _swin(96, (2, 2, 18, 2), (3, 6, 12, 24))),
-    "Swin_B": ("SwinTransformer", _swin(128, (2, 2, 18, 2), (4, 8, 16, 32))),
-    "Swin_L": ("SwinTransformer", _swin(192, (2, 2, 18, 2), (6, 12, 24, 48))),
-    "Swin_B384": ("SwinTransformer", _swin(128, (2, 2, 18, 2), (4, 8, 16, 32), 12, 384)),
-    "Swin_L384": ("SwinTransformer", _swin(192, (2, 2, 18, 2), (6, 12, 24, 48), 12, 384)),
 }
 
 # The arguments that fix a checkpoint's weight shapes and what they compute.
@@ -115,11 +103,16 @@ ARCHITECTURE_KEYS = (
 # same weights, used in unshifted windows) and ConViT's
 # `train_gpsa_attention=False` (the same weights, frozen at the checkpoint's
 # values).
+# A registered family adds its builders' (`FamilySpec.ablation_defaults`).
 ABLATION_DEFAULTS = {
     "VisionTransformer": {"position_embedding": "learned_1d", "position_embedding_at": "stem"},
     "ConViT": {"train_gating": True},
-    "SwinTransformer": {"position_embedding": "relative", "absolute_position_embedding": False},
 }
+
+
+# Builder name -> `fields -> dict`: a registered family's arguments brought to the one
+# form a built model is read back in (`FamilySpec.normalize_architecture`).
+NORMALIZERS = {}
 
 
 def architecture(builder, arguments):
@@ -153,22 +146,9 @@ def architecture(builder, arguments):
             fields[key] = tuple(fields[key])
     for key, default in ABLATION_DEFAULTS.get(builder, {}).items():
         fields[key] = arguments.get(key, default)
-    if builder == "SwinTransformer":
-        fields.update(_swin_position_terms(fields["position_embedding"], fields["absolute_position_embedding"]))
+    if builder in NORMALIZERS:
+        fields.update(NORMALIZERS[builder](fields))
     return fields
-
-
-def swin_absolute_embedding(position_embedding, absolute_position_embedding):
-    """Whether a Swin model has the absolute embedding: asked for by either argument (Swin Table 4)."""
-    return bool(absolute_position_embedding) or position_embedding in ("absolute", "absolute+relative")
-
-
-def _swin_position_terms(position_embedding, absolute_position_embedding):
-    """Swin's two position arguments in the one form a built model is read back in."""
-    absolute = swin_absolute_embedding(position_embedding, absolute_position_embedding)
-    if absolute and position_embedding == "relative":
-        position_embedding = "absolute+relative"
-    return {"position_embedding": position_embedding, "absolute_position_embedding": absolute}
 
 
 def differing_keys(expected, actual):

@@ -64,12 +64,30 @@ class FamilySpec:
             checkpoint was published: why, the start of the message that
             refuses a checkpoint name for its models.
         attends_within: str. Non-empty for a family whose blocks do not
-            attend over the whole token sequence: the model and what its
-            blocks attend within, for the message that refuses attention
-            rollout.
+            attend over the whole token sequence: the model, with its article,
+            and what its blocks attend within (`"an Axial-ViT, whose blocks
+            ..."`), for the message that refuses attention rollout.
         exports: dict. Package name (`"keras_vit.layers"`,
             `"keras_vit.analysis"`) -> `{public name: object}` the package
             answers for, besides the family's own package.
+        position_weight: str. The path of the model's patch position
+            embedding when it is not ViT's (`patch_encoder/...`): the weight
+            a checkpoint's position embeddings (a converter's `position`)
+            are fitted to.
+        resample_position: callable `(grid, (rows, cols)) -> grid`: how
+            `position_weight` is resampled to another grid by default.
+        weight_fitters: callable `model -> {weight path: fit}`: the model's
+            weights a checkpoint may give in another shape, each with
+            `fit(array, model shape, file key) -> array` (raising a
+            ValueError that names the key when it cannot).
+        features_refusal: str. Non-empty for a family `keras_vit.features`
+            does not tap: why, and what to use instead.
+        ablation_defaults: dict. Builder name -> `{argument: published
+            value}` of the switches that change its weights or what they mean
+            (`keras_vit.architectures.ABLATION_DEFAULTS`).
+        normalize_architecture: callable `fields -> dict`: fields of
+            `keras_vit.architectures.architecture` for the family's builders
+            brought to the one form a built model is read back in.
     """
 
     name: str
@@ -90,6 +108,12 @@ class FamilySpec:
     without_checkpoints: str = ""
     attends_within: str = ""
     exports: dict = dataclasses.field(default_factory=dict)
+    position_weight: str = ""
+    resample_position: Optional[Callable] = None
+    weight_fitters: Optional[Callable] = None
+    features_refusal: str = ""
+    ablation_defaults: dict = dataclasses.field(default_factory=dict)
+    normalize_architecture: Optional[Callable] = None
 
 
 FAMILIES = {}
@@ -149,3 +173,9 @@ def exported(package, name):
 def exported_names(package):
     """The names every registered family exports from `package`, sorted."""
     return sorted(name for spec in FAMILIES.values() for name in spec.exports.get(package, {}))
+
+
+
+def position_weights():
+    """The registered families' own position embedding paths (`FamilySpec.position_weight`)."""
+    return [spec.position_weight for spec in FAMILIES.values() if spec.position_weight]

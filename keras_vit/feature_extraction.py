@@ -30,13 +30,9 @@ class _Backbone:
 
     def __init__(self, model):
         inspection.check_model(model)
-        if inspection.family(model) == inspection.SWIN_FAMILY:
-            raise ValueError(
-                "`model` is a Swin Transformer, whose stages are already a feature "
-                "hierarchy: build it with `keras_vit.SwinTransformer(..., include_top=False, "
-                "return_stages=True)` (or a Swin variant with those arguments) for its "
-                f"stride 4-32 maps. Received: model={model.name!r}"
-            )
+        spec = inspection.registered_family(model)
+        if spec is not None and spec.features_refusal:
+            raise ValueError(f"{spec.features_refusal} Received: model={model.name!r}")
         # A registered family's blocks may take the patch grid itself (Axial-ViT's
         # row and column blocks): their outputs are the maps, with no prefix tokens to drop.
         self.blocks = inspection.layers_of(model, inspection.vit_block_classes())

@@ -23,16 +23,11 @@ from keras_vit.layers.tokens import ClassToken, DistillationToken
 from keras_vit.layers.pooling import SeparableMaxPooling2D
 from keras_vit.layers.position import TokenPositionEmbedding
 from keras_vit.layers.relative_attention import RelativeSelfAttention
-from keras_vit.layers.swin import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock
 from keras_vit.layers.transformer import TransformerBlock
 
-# The two model families: their checkpoints share no weight names.
-VIT_FAMILY, SWIN_FAMILY = "ViT", "Swin"
-# The weight of Swin's absolute position embedding (`ape`).
-SWIN_POSITION = "absolute_position_embedding/position_embedding"
-# The blocks of the families without a folder; a registered family adds its own
-# (`FamilySpec.block_classes`) where they are not `TransformerBlock`s.
-_BLOCK_CLASSES = (TransformerBlock, SwinTransformerBlock)
+# The family of the models without a folder (ViT, DeiT, hybrid, ConViT), whose checkpoints
+# share weight names; a registered family names its own (`FamilySpec.name`).
+VIT_FAMILY = "ViT"
 # The hybrid root's max pooling: ours with a static size, Keras' with a dynamic one
 # (and in `.keras` files saved before keras_vit had its own).
 _MAX_POOLINGS = (SeparableMaxPooling2D, keras.layers.MaxPooling2D)
@@ -55,8 +50,8 @@ def first_layer(model, classes):
 
 
 def block_classes():
-    """Every block class of the families: `TransformerBlock`, Swin's, and the registered families' own."""
-    return (*_BLOCK_CLASSES, *families.block_classes())
+    """Every block class of the families: `TransformerBlock` and the registered families' own."""
+    return (TransformerBlock, *families.block_classes())
 
 
 def vit_block_classes():
@@ -65,7 +60,7 @@ def vit_block_classes():
 
 
 def family(model):
-    """`"Swin"`, `"ViT"` (ViT, DeiT, hybrid, ConViT), a registered family or None (not a keras_vit graph).
+    """`"ViT"` (ViT, DeiT, hybrid, ConViT), a registered family (`"Swin"`, ...) or None (not a keras_vit graph).
 
     A registered family whose weights are named as ViT's (Axial-ViT: its stem,
     norm and head are ViT's, and only its blocks differ) is of the ViT family
@@ -76,8 +71,6 @@ def family(model):
     registered = getattr(block, "checkpoint_family", None)
     if registered is not None:
         return registered
-    if first_layer(model, SwinPatchEmbedding) is not None:
-        return SWIN_FAMILY
     if first_layer(model, PatchEncoder) is not None:
         return VIT_FAMILY
     return None
@@ -94,8 +87,8 @@ def patch_encoder(model):
     if encoder is None:
         raise ValueError(
             "`model` has no PatchEncoder, so no single patch grid: expected a keras_vit ViT, "
-            "DeiT, hybrid or ConViT (for a Swin model, see `keras_vit.analysis.window_grids`). "
-            f"Received: model={model.name!r}"
+            "DeiT, hybrid or ConViT (a model of windows over stages has a grid per block: see "
+            f"`keras_vit.analysis.window_grids`). Received: model={model.name!r}"
         )
     return encoder
 
@@ -116,7 +109,7 @@ def check_whole_sequence_attention(model, what):
     spec = registered_family(model)
     if spec is not None and spec.attends_within:
         raise ValueError(
-            f"{what} needs blocks that attend over the whole token sequence, and `model` is an "
+            f"{what} needs blocks that attend over the whole token sequence, and `model` is "
             f"{spec.attends_within}. Received: model={model.name!r}"
         )
 
@@ -159,17 +152,6 @@ def final_norm(model):
             f"backbone ends. Received: model={model.name!r}"
         )
     return norm
-
-
-def swin_stages(model):
-    """The Swin blocks of `model` grouped by stage (a patch merging opens every stage but the first)."""
-    stages = [[]]
-    for layer in model.layers:
-        if isinstance(layer, PatchMerging):
-            stages.append([])
-        elif isinstance(layer, SwinTransformerBlock):
-            stages[-1].append(layer)
-    return [stage for stage in stages if stage]
 
 
 def prefix_token_counts(model):
@@ -217,52 +199,6 @@ def gpsa_blocks(model):
 def has_class_token(model):
     """True when `model` has a class token (pooling `"token"`)."""
     return first_layer(model, ClassToken) is not None
-
-
-def swin_arguments(model):
-    """The `SwinTransformer` arguments that fix a Swin model's weights, and `shifted_windows`.
-
-    `window_size` is the requested window (a block on a smaller map uses a
-    smaller one). `position_embedding` is in the form of
-    `keras_vit.architectures.architecture` (`"absolute+relative"` for the
-    default with `absolute_position_embedding=True`). `shifted_windows` is
-    whether a block asks for a shift; `True` (the default) when no stage has
-    a second block, where a model without shifts is the same model.
-    """
-    embedding = first_layer(model, SwinPatchEmbedding)
-    stages = swin_stages(model)
-    absolute = any(w.path == SWIN_POSITION for w in model.weights)
-    arguments = {
-        "embed_dim": embedding.embed_dim,
-        "patch_size": embedding.patch_size,
-        "depths": tuple(len(stage) for stage in stages),
-        "num_heads": tuple(stage[0].num_heads for stage in stages),
-        "absolute_position_embedding": absolute,
-        "shifted_windows": (
-            any(any(block.shift_size) for stage in stages for block in stage)
-            or not any(len(stage) > 1 for stage in stages)
-        ),
-    }
-    if stages:
-        first = stages[0][0]
-        arguments.update(
-            window_size=first.window_size,
-            mlp_ratio=first.mlp_ratio,
-            position_embedding=_swin_position_embedding(
-                absolute, first.use_relative_position_bias, first.use_content_term
-            ),
-        )
-    return arguments
-
-
-def _swin_position_embedding(absolute, relative_bias, content):
-    """The `SwinTransformer(position_embedding=...)` (Swin Table 4) of a model's position terms."""
-    if not relative_bias:
-        return "absolute" if absolute else "none"
-    if not content:
-        # With the absolute embedding too: `absolute_position_embedding=True` says so.
-        return "relative_without_content"
-    return "absolute+relative" if absolute else "relative"
 
 
 def vit_arguments(model):
@@ -325,8 +261,6 @@ def model_architecture(model):
     spec = registered_family(model)
     if spec is not None and spec.architecture_of is not None:
         builder, arguments = spec.architecture_of(model)
-    elif kind == SWIN_FAMILY:
-        builder, arguments = "SwinTransformer", swin_arguments(model)
     else:
         arguments = vit_arguments(model)
         builder = "ConViT" if arguments["num_gpsa_layers"] else "VisionTransformer"
@@ -339,16 +273,3 @@ def model_architecture(model):
     if inputs:
         arguments["num_channels"] = inputs[0].shape[-1]
     return architecture(builder, arguments)
-
-
-def bias_table_windows(model):
-    """Each relative position bias table of a Swin model and the window it serves.
-
-    Returns:
-        Dict `weight path -> (Mh, Mw)`; the window a block uses on its map,
-        which is smaller than the requested one on a map smaller than it.
-    """
-    return {
-        f"{layer.name}/attention/relative_position_bias_table": tuple(layer.window)
-        for layer in layers_of(model, SwinTransformerBlock)
-    }

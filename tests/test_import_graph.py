@@ -186,7 +186,7 @@ def test_code_words_skip_comments_and_docstrings_only(tmp_path):
 
 
 # A family in its folder (`keras_vit/models/<family>/`) -> the words that name it in code.
-FOLDER_FAMILIES = {"axial": ("axial",), "dinov2": ("dinov2",)}
+FOLDER_FAMILIES = {"axial": ("axial",), "dinov2": ("dinov2",), "swin": ("swin",)}
 
 
 def test_a_family_in_its_folder_is_named_by_at_most_three_modules_outside_it():

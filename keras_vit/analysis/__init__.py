@@ -8,7 +8,6 @@ still answered here, through the family's registration (`FamilySpec.exports`).
 from keras_vit import families
 
 from keras_vit.analysis.attention import (
-    WindowGrid,
     attention_maps,
     attention_rollout,
     grid_size,
@@ -17,21 +16,17 @@ from keras_vit.analysis.attention import (
     nonlocality,
     patch_distances,
     rollout_heatmap,
-    window_attention_to_grid,
-    window_grids,
 )
 from keras_vit.analysis.embeddings import gpsa_gating, patch_embedding_components, position_embedding_similarity
 from keras_vit.analysis.flops import (
     encoder_block_macs,
     forward_macs,
     inference_flops,
-    swin_forward_macs,
     train_flops,
     vit_forward_macs,
 )
 
 __all__ = [
-    "WindowGrid",
     "attention_maps",
     "attention_rollout",
     "encoder_block_macs",
@@ -46,11 +41,8 @@ __all__ = [
     "patch_embedding_components",
     "position_embedding_similarity",
     "rollout_heatmap",
-    "swin_forward_macs",
     "train_flops",
     "vit_forward_macs",
-    "window_attention_to_grid",
-    "window_grids",
 ]
 
 

@@ -12,15 +12,11 @@ and `nonlocality` and `mean_attention_distance` measure it along them; rollout,
 which multiplies attention over the whole token sequence, refuses it.
 """
 
-from typing import NamedTuple
-
 import numpy as np
 from keras import ops
 
 from keras_vit import inspection
 from keras_vit.inspection import has_class_token
-from keras_vit.layers.swin import SwinTransformerBlock
-from keras_vit.layers.window_attention import window_positions
 
 
 def grid_size(model):
@@ -31,43 +27,6 @@ def grid_size(model):
             `window_grids`).
     """
     return inspection.patch_encoder(model).grid_size
-
-
-class WindowGrid(NamedTuple):
-    """Where one Swin block's windows lie on its feature map.
-
-    Attributes:
-        resolution: tuple `(H, W)` of the block's map.
-        padded_size: tuple `(Hp, Wp)`, the map padded to whole windows.
-        window: tuple `(Mh, Mw)`, the window the block uses.
-        shift: tuple `(sh, sw)`, its cyclic shift (0 for W-MSA blocks).
-        stride: int. Side of one map cell in patches of the patch embedding
-            (`2**stage`: each patch merging halves the map, padding odd sizes).
-    """
-
-    resolution: tuple
-    padded_size: tuple
-    window: tuple
-    shift: tuple
-    stride: int
-
-    def positions(self):
-        """`(num_windows, Mh * Mw)` flat indices into the padded map (`window_positions`)."""
-        return window_positions(self.padded_size, self.window, self.shift)
-
-
-def window_grids(model):
-    """One `WindowGrid` per Swin block of `model`, in order (as `attention_maps` lists them)."""
-    grids = [
-        WindowGrid(block.resolution, block.padded_size, block.window, block.shift, 2**stage)
-        for stage, blocks in enumerate(inspection.swin_stages(model))
-        for block in blocks
-    ]
-    if not grids:
-        raise ValueError(
-            f"The model has no SwinTransformerBlock. Received: model={model.name!r}"
-        )
-    return grids
 
 
 def attention_maps(model, images):
@@ -100,67 +59,12 @@ def attention_maps(model, images):
         if isinstance(layer, block_classes):
             x, probs = layer(x, return_attention_scores=True)
             probs = np.asarray(ops.convert_to_numpy(ops.cast(probs, "float32")))
-            if isinstance(layer, SwinTransformerBlock):
-                # (batch * windows, heads, N, N): each image's windows are consecutive.
-                windows = np.prod([p // w for p, w in zip(layer.padded_size, layer.window)])
-                probs = probs.reshape(-1, int(windows), *probs.shape[1:])
-            maps.append(probs)
+            # A block that attends within windows gives them per image (Swin's).
+            per_image = getattr(layer, "attention_maps_per_image", None)
+            maps.append(per_image(probs) if per_image is not None else probs)
         else:
             x = layer(x)
     return maps
-
-
-def window_attention_to_grid(probs, grid):
-    """One Swin block's window attention as dense maps over its padded feature map.
-
-    Row `q` holds the attention of map position `q` over all positions, flat
-    indices `r * Wp + c` on the padded map in its own (un-shifted)
-    coordinates: nonzero only within the query's window, which for a shifted
-    block is a window of the shifted map (its parts from opposite borders
-    masked apart). Rows sum to 1. Positions `r >= H` or `c >= W` are padding:
-    `dense.reshape(batch, heads, Hp, Wp, Hp, Wp)[:, :, :H, :W, :H, :W]` keeps
-    the image's positions only. The maps take `heads * (Hp * Wp)**2` floats per
-    image (about 118 MB for Swin-T's first stage at 224 px).
-
-    Args:
-        probs: array `(batch, windows, heads, N, N)`, one entry of `attention_maps`.
-        grid: the block's `WindowGrid` (from `window_grids`).
-
-    Returns:
-        Array `(batch, heads, Hp * Wp, Hp * Wp)`.
-    """
-    positions = grid.positions()
-    _check_window_maps(probs, positions)
-    batch, _, heads = probs.shape[:3]
-    size = grid.padded_size[0] * grid.padded_size[1]
-    dense = np.zeros((batch, heads, size, size), probs.dtype)
-    # Windows partition the map, so every (query, key) cell is written at most once.
-    dense[:, :, positions[:, :, None], positions[:, None, :]] = probs.transpose(0, 2, 1, 3, 4)
-    return dense
-
-
-def _check_window_maps(probs, positions):
-    expected = (positions.shape[0], None, positions.shape[1], positions.shape[1])
-    if probs.ndim != 5 or probs.shape[1] != expected[0] or probs.shape[3:] != expected[2:]:
-        raise ValueError(
-            "Expected window attention `(batch, windows, heads, N, N)` with "
-            f"windows={expected[0]} and N={expected[2]} for this WindowGrid. "
-            f"Received: probs.shape={probs.shape}"
-        )
-
-
-def _window_nonlocality(probs, grid):
-    """Mean distance from each image query to what it attends to, in patches, per head."""
-    positions = grid.positions()
-    _check_window_maps(probs, positions)
-    wp = grid.padded_size[1]
-    points = np.stack(np.divmod(positions, wp), axis=-1).astype("float64")  # (windows, N, 2)
-    distances = np.linalg.norm(points[:, :, None] - points[:, None, :], axis=-1) * grid.stride
-    per_query = (probs * distances[None, :, None]).sum(-1)  # (batch, windows, heads, N)
-    # Padded positions are no image queries; as keys they keep their place on the grid.
-    real = (points[..., 0] < grid.resolution[0]) & (points[..., 1] < grid.resolution[1])
-    per_head = per_query.transpose(0, 2, 1, 3)[..., real]  # (batch, heads, image positions)
-    return per_head.mean(-1).mean(0)
 
 
 def _with_class_token(matrix, prefix=1):
@@ -199,7 +103,7 @@ def attention_rollout(maps, grid, class_token=True, residual_weight=0.5):
         if np.ndim(probs) != 4:
             raise ValueError(
                 "Attention rollout multiplies each block's attention over the whole token sequence, "
-                "`(batch, heads, tokens, tokens)`; a 5-D map attends within a window (Swin) or within "
+                "`(batch, heads, tokens, tokens)`; a 5-D map attends within a window or within "
                 "a row or a column of the patch grid and has no such matrix. "
                 f"Received: a map of shape {np.shape(probs)}"
             )
@@ -305,13 +209,14 @@ def nonlocality(maps, grid):
         different head counts: `heads` is then the largest, and a block with
         fewer heads is NaN beyond them (plots skip NaN).
     """
-    if isinstance(grid, (list, tuple)) and grid and isinstance(grid[0], WindowGrid):
+    if isinstance(grid, (list, tuple)) and grid and hasattr(grid[0], "nonlocality"):
+        # One grid per map that measures its own map (Swin's `WindowGrid`).
         if len(grid) != len(maps):
             raise ValueError(
-                "`grid` must hold one WindowGrid per attention map. "
+                f"`grid` must hold one {type(grid[0]).__name__} per attention map. "
                 f"Received: {len(grid)} grids for {len(maps)} maps"
             )
-        out = [_window_nonlocality(probs, block_grid) for probs, block_grid in zip(maps, grid)]
+        out = [block_grid.nonlocality(probs) for probs, block_grid in zip(maps, grid)]
         table = np.full((len(out), max(len(o) for o in out)), np.nan)
         for index, distances in enumerate(out):
             table[index, : len(distances)] = distances

@@ -19,12 +19,6 @@ from keras_vit.layers.pooling import ClassTokenPooling, SeparableMaxPooling2D
 from keras_vit.layers.position import AbsolutePositionEmbedding, TokenPositionEmbedding
 from keras_vit.layers.pyramid import PatchTokenMap, SimpleFeaturePyramidLevel
 from keras_vit.layers.relative_attention import RelativeSelfAttention
-from keras_vit.layers.swin import (
-    PatchMerging,
-    SwinPatchEmbedding,
-    SwinTransformerBlock,
-    WindowAttention,
-)
 from keras_vit.layers.tokens import ClassToken, DistillationToken, DistillationTokenPooling
 from keras_vit.layers.mlp import MLPBlock
 from keras_vit.layers.transformer import StochasticDepth, TransformerBlock
@@ -43,7 +37,6 @@ __all__ = [
     "MultiHeadSelfAttention",
     "PatchCorruption",
     "PatchEncoder",
-    "PatchMerging",
     "PatchTokenMap",
     "Patches",
     "RelativeSelfAttention",
@@ -52,11 +45,8 @@ __all__ = [
     "SimpleFeaturePyramidLevel",
     "StandardizedConv2D",
     "StochasticDepth",
-    "SwinPatchEmbedding",
-    "SwinTransformerBlock",
     "TokenPositionEmbedding",
     "TransformerBlock",
-    "WindowAttention",
     "attention_kernels",
     "code_path",
 ]

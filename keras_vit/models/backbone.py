@@ -60,7 +60,7 @@ def head(model, name=None):
     norm = inspection.final_norm(model)
     if isinstance(model.output, dict) or len(model.outputs) != 1:
         raise ValueError(
-            "`model` returns several outputs (a Swin backbone built with return_stages=True?), "
+            "`model` returns several outputs (a backbone built with return_stages=True?), "
             f"so it has no head after its final norm. Received: model={model.name!r}"
         )
     return keras.Model(norm.output, model.outputs[0], name=name or f"{model.name}_head")

@@ -54,6 +54,10 @@ def register_family(spec):
         (preprocessing_tables.CHECKPOINT_PREPROCESSING, spec.preprocessing, "preprocessing"),
         (preprocessing_tables.TIMM_PREPROCESSING, spec.timm_preprocessing, "timm preprocessing"),
         (preprocessing_tables.TIMM_PRETRAINED_TAGS, spec.timm_tags, "timm tags"),
+        (architectures.ABLATION_DEFAULTS, spec.ablation_defaults, "ablation defaults"),
+        (architectures.NORMALIZERS,
+         dict.fromkeys(spec.builders, spec.normalize_architecture) if spec.normalize_architecture else {},
+         "architecture normalizers"),
     )
     # Every table is checked before any is written: a refused family leaves none half-filled.
     for table, entries, what in tables:

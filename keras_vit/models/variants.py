@@ -5,12 +5,11 @@ import inspect
 
 from keras_vit.architectures import ARCHITECTURES, architecture
 from keras_vit.models.convit import ConViT
-from keras_vit.models.swin import SwinTransformer
 from keras_vit.models.vit import VisionTransformer
 from keras_vit.weights.registry import KNOWN_CHECKPOINTS, check_fits, find_checkpoint, is_checkpoint_file
 
 # Builder name -> builder; a registered family adds its own (`register_family`).
-BUILDERS = {"VisionTransformer": VisionTransformer, "ConViT": ConViT, "SwinTransformer": SwinTransformer}
+BUILDERS = {"VisionTransformer": VisionTransformer, "ConViT": ConViT}
 # Builder name -> why no checkpoint of its models was published (a registered
 # family's `without_checkpoints`): such builders refuse `weights` themselves,
 # with the reason, before the registry would be asked for a name it cannot know.
@@ -52,7 +51,7 @@ def build_variant(variant, /, weights=None, **kwargs):
             or downloaded. Variants of a family without checkpoints
             (Axial-ViT) take None only.
         **kwargs: Any argument of the variant's builder (`VisionTransformer`,
-            `ConViT`, `SwinTransformer`, or a registered family's).
+            `ConViT`, or a registered family's: `SwinTransformer`, ...).
 
     Returns:
         A `keras.Model`.

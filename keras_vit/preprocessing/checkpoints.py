@@ -205,20 +205,6 @@ _CONVIT = (
     "input_size), interpolation=3 [bicubic]), CenterCrop(input_size), Normalize(IMAGENET_DEFAULT_MEAN, "
     "IMAGENET_DEFAULT_STD)"
 )
-_SWIN = (
-    "microsoft/Swin-Transformer data/build.py build_transform (eval) with config.py TEST.CROP=True, "
-    "DATA.INTERPOLATION='bicubic': transforms.Resize(int((256 / 224) * IMG_SIZE)), CenterCrop(IMG_SIZE), "
-    "Normalize(IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD)"
-)
-_SWIN_384 = (
-    "microsoft/Swin-Transformer configs/swin/swin_{base,large}_patch4_window12_384_*finetune.yaml set "
-    "TEST.CROP False: data/build.py build_transform then applies transforms.Resize((IMG_SIZE, IMG_SIZE)) "
-    "with DATA.INTERPOLATION='bicubic', no crop"
-)
-_SWIN_384_I22K = (
-    f"{_SWIN_384}. No config of the repository evaluates the ImageNet-22k 384 px checkpoint itself; "
-    "it takes the setting of the 384 px configs"
-)
 _VIT_JAX = (
     "google-research/vision_transformer vit_jax/input_pipeline.py get_data (eval branch): "
     "tf.image.resize(im, [image_size, image_size]) (bilinear, no antialiasing, float), then "
@@ -233,10 +219,6 @@ _VIT_JAX_AUGREG = f"{_VIT_JAX}; vit_jax/configs/augreg.py feeds the AugReg check
 
 def _authors_center(image_size, source):
     return EvalConfig(image_size, "bicubic", 0.875, "center", True, True, IMAGENET_MEAN, IMAGENET_STD, source)
-
-
-def _swin_384(source):
-    return EvalConfig(384, "bicubic", 1.0, "squash", True, True, IMAGENET_MEAN, IMAGENET_STD, source)
 
 
 def _vit_jax(image_size, source):
@@ -262,15 +244,6 @@ def _authors_table():
         table[f"{variant}_distilled/imagenet"] = _authors_center(image_size, _DEIT)
     for variant in ("ConViT_Ti", "ConViT_S", "ConViT_B"):
         table[f"{variant}/imagenet"] = _authors_center(224, _CONVIT)
-    for variant in ("Swin_T", "Swin_S", "Swin_B", "Swin_L"):
-        for data in ("imagenet21k+imagenet2012", "imagenet21k", "imagenet"):
-            if not (variant == "Swin_L" and data == "imagenet"):
-                table[f"{variant}/{data}"] = _authors_center(224, _SWIN)
-    table["Swin_B384/imagenet21k+imagenet2012"] = _swin_384(_SWIN_384)
-    table["Swin_B384/imagenet"] = _swin_384(_SWIN_384)
-    table["Swin_B384/imagenet21k"] = _swin_384(_SWIN_384_I22K)
-    table["Swin_L384/imagenet21k+imagenet2012"] = _swin_384(_SWIN_384)
-    table["Swin_L384/imagenet21k"] = _swin_384(_SWIN_384_I22K)
     return table
 
 
@@ -313,18 +286,6 @@ def _timm_tags():
     for size, model in (("Ti16", "tiny"), ("S16", "small"), ("B16", "base")):
         tags[f"DeiT_{size}/imagenet"] = (f"deit_{model}_patch16_224.fb_in1k", 224, 0.9)
         tags[f"DeiT_{size}_distilled/imagenet"] = (f"deit_{model}_distilled_patch16_224.fb_in1k", 224, 0.9)
-    swin = (
-        ("Swin_T", "swin_tiny_patch4_window7_224"), ("Swin_S", "swin_small_patch4_window7_224"),
-        ("Swin_B", "swin_base_patch4_window7_224"), ("Swin_L", "swin_large_patch4_window7_224"),
-        ("Swin_B384", "swin_base_patch4_window12_384"), ("Swin_L384", "swin_large_patch4_window12_384"),
-    )
-    releases = (("imagenet21k+imagenet2012", "ms_in22k_ft_in1k"), ("imagenet21k", "ms_in22k"), ("imagenet", "ms_in1k"))
-    for variant, model in swin:
-        image_size = 384 if variant.endswith("384") else 224
-        for data, tag in releases:
-            if f"{variant}/{data}" in CHECKPOINT_PREPROCESSING:
-                # timm/models/swin_transformer.py: _cfg's crop_pct 0.9; crop_pct=1.0 at 384 px.
-                tags[f"{variant}/{data}"] = (f"{model}.{tag}", image_size, 0.9 if image_size == 224 else 1.0)
     return tags
 
 
@@ -362,7 +323,9 @@ from the authors' (`eval_config(..., reference="timm")`).
 
 def _known_names_hint(name):
     close = difflib.get_close_matches(str(name), list(CHECKPOINT_PREPROCESSING), n=3, cutoff=0.6)
-    examples = close or ["DeiT_S16/imagenet", "Swin_T/imagenet", "ConViT_S/imagenet", "ViT_B16/augreg"]
+    # One name of each of four variants, spread over the table (every family's, once registered).
+    names = list(CHECKPOINT_PREPROCESSING)
+    examples = close or names[:: max(1, len(names) // 4)][:4]
     label = "Close names" if close else "Known names include"
     return (
         f"{label}: {', '.join(repr(n) for n in examples)}; all "

@@ -3,21 +3,21 @@
 `convert_checkpoint` picks the converter of the layout: the official ViT and
 big_vision `.npz`, timm state dicts and keras_vit's own names
 (`keras_vit.weights.converters`), Hugging Face transformers' ViT and DeiT
-(`keras_vit.weights.huggingface`), and Swin's three layouts
-(`keras_vit.weights.swin`). Nothing here reads files or touches a model.
+(`keras_vit.weights.huggingface`), and a registered family's own
+(`keras_vit.families`: Swin's three layouts, DINOv2's). Nothing here reads
+files or touches a model.
 """
 
 import dataclasses
 
 from keras_vit.families import FAMILIES, family_of_checkpoint, family_of_keras_file
-from keras_vit.inspection import SWIN_FAMILY, VIT_FAMILY
+from keras_vit.inspection import VIT_FAMILY
 from keras_vit.weights.converters import CONVERTERS
 from keras_vit.weights.huggingface import (
     TRANSFORMERS_VIT_LAYOUTS,
     convert_transformers_vit,
     transformers_vit_layout,
 )
-from keras_vit.weights.swin import SWIN_LAYOUTS, convert_swin, swin_layout
 
 OFFICIAL_VIT, TIMM_VIT, KERAS_VIT = "official ViT", "timm ViT", "keras_vit"
 EXPECTED_FILES = {
@@ -25,10 +25,6 @@ EXPECTED_FILES = {
         "a ViT, hybrid or ConViT checkpoint: an official ViT or big_vision .npz, a timm "
         "ViT/DeiT/hybrid/ConViT or transformers ViT/DeiT state dict (.safetensors) or a "
         "keras_vit .keras file of one"
-    ),
-    SWIN_FAMILY: (
-        "a Swin checkpoint: a timm, Microsoft or transformers Swin state dict "
-        "(.safetensors) or a keras_vit .keras file of a SwinTransformer"
     ),
 }
 
@@ -39,15 +35,15 @@ class Conversion:
 
     Attributes:
         layout: str. The layout the keys were read in, e.g. `"timm Swin"`.
-        family: str or None. `"ViT"` (ViT, hybrid, ConViT) or `"Swin"`; None
-            for a `.keras` file of neither.
+        family: str or None. `"ViT"` (ViT, hybrid, ConViT) or a registered
+            family's name (`"Swin"`, ...); None for a `.keras` file of none.
         weights: dict. keras_vit paths to arrays in Keras layout.
         position: array or None. The patch position embeddings (ViT's, or
             Swin's absolute one) as a sequence or a grid.
         unused: dict. File keys that no weight takes, with the reason.
-        origins: dict. keras_vit path -> `(file key, transform, fused)` for
-            messages about a weight (see `keras_vit.weights.swin.file_shape`);
-            empty where the names already say it.
+        origins: dict. keras_vit path -> `(file key, file_shape)` for
+            messages about a weight, `file_shape(model shape)` the shape the
+            entry must have; empty where the names already say it.
     """
 
     layout: str
@@ -67,18 +63,10 @@ def checkpoint_layout(fmt, arrays):
         registered = family_of_keras_file(arrays)
         if registered is not None:
             return KERAS_VIT, registered
-        family = (
-            SWIN_FAMILY if "patch_embed/proj/kernel" in arrays
-            else VIT_FAMILY if "patch_encoder/projection/kernel" in arrays
-            else None
-        )
-        return KERAS_VIT, family
+        return KERAS_VIT, VIT_FAMILY if "patch_encoder/projection/kernel" in arrays else None
     spec, layout = family_of_checkpoint(fmt, arrays)
     if spec is not None:
         return layout, spec.name
-    layout = swin_layout(arrays)
-    if layout is not None:
-        return layout, SWIN_FAMILY
     layout = transformers_vit_layout(arrays)
     if layout is not None:
         return layout, VIT_FAMILY
@@ -102,9 +90,6 @@ def convert_checkpoint(fmt, arrays):
     layout, family = checkpoint_layout(fmt, arrays)
     if family in FAMILIES and layout != KERAS_VIT:
         return Conversion(layout, family, *FAMILIES[family].convert(layout, arrays))
-    if layout in SWIN_LAYOUTS:
-        weights, position, unused, origins = convert_swin(arrays, layout)
-        return Conversion(layout, family, weights, position, unused, origins)
     if layout in TRANSFORMERS_VIT_LAYOUTS:
         return Conversion(layout, family, *convert_transformers_vit(arrays))
     weights, position, unused = CONVERTERS[fmt](arrays)

@@ -6,15 +6,16 @@ Each converter takes the flat dict read from a file and returns
 the patch part of the position embeddings as a `(N, D)` sequence or a
 `(rows, cols, D)` grid (the loader fits it to the model's grid), and `unused`
 maps the file's keys that no keras_vit weight takes to the reason.
-Swin's converters are in `keras_vit.weights.swin`; the loader tells the
-layout of a file from its keys and picks the converter.
+A registered family's converters are in its folder (Swin's in
+`keras_vit.models.swin.checkpoints`); the loader tells the layout of a file
+from its keys and picks the converter.
 """
 
 import re
 
 import numpy as np
 
-from keras_vit.inspection import SWIN_POSITION
+from keras_vit.families import position_weights
 
 
 # ---- official ViT (google-research/vision_transformer) and big_vision .npz -------
@@ -298,8 +299,9 @@ def convert_keras(arrays):
     """A keras_vit `.keras` file: the names are already keras_vit paths."""
     weights = dict(arrays)
     position = weights.pop("patch_encoder/position_embedding", None)
-    if position is None:
-        position = weights.pop(SWIN_POSITION, None)
+    for name in position_weights():
+        # A registered family's own position embedding (Swin's absolute one).
+        position = weights.pop(name, None) if position is None else position
     return weights, position, {}
 
 

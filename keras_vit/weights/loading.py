@@ -4,10 +4,11 @@ The steps, each a function below: find the file (`resolve_checkpoint`), read
 and translate it (`keras_vit.weights.readers`, `keras_vit.weights.conversion`),
 refuse a checkpoint of the other family, fit the position embeddings to the
 model's grid, swap a head of another size for a fresh one, match every other
-weight by path (resampling Swin's bias tables of another window), and assign
-all values at once or none.
+weight by path (resampling what the model's family can fit: Swin's bias tables
+of another window), and assign all values at once or none.
 """
 
+import functools
 import math
 import os
 
@@ -17,7 +18,6 @@ from keras import ops
 
 from keras_vit import inspection
 from keras_vit.families import FAMILIES
-from keras_vit.inspection import SWIN_FAMILY, SWIN_POSITION
 from keras_vit.layers.position import check_interpolation
 from keras_vit.layers.validation import check_bool
 from keras_vit.weights.conversion import EXPECTED_FILES, convert_checkpoint
@@ -25,8 +25,6 @@ from keras_vit.weights.position_embedding import resample_position_embedding
 from keras_vit.weights.readers import read_checkpoint
 from keras_vit.weights.registry import check_fits, fetch, find_checkpoint, is_checkpoint_file
 from keras_vit.weights.report import LoadReport
-from keras_vit.weights.position_embedding import resample_bicubic
-from keras_vit.weights.swin import file_shape, fit_bias_table
 
 _POSITION = "patch_encoder/position_embedding"
 # Model weights a checkpoint may lack without an error: the classifiers (feature
@@ -57,15 +55,14 @@ def resolve_checkpoint(checkpoint, model):
 
 
 def _check_family(conversion, model, source):
-    """Refuses a checkpoint of one family (ViT, Swin or a registered one) for a model of another."""
+    """Refuses a checkpoint of one family (ViT or a registered one) for a model of another."""
     family = inspection.family(model)
     if family is None or conversion.family is None or conversion.family == family:
         return
     if family in FAMILIES:
         kind, expected = f"a {family} model", FAMILIES[family].expected_files
     else:
-        kind = "a SwinTransformer" if family == SWIN_FAMILY else "a ViT, hybrid or ConViT"
-        expected = EXPECTED_FILES[family]
+        kind, expected = "a ViT, hybrid or ConViT", EXPECTED_FILES[family]
     raise ValueError(
         f"{source} holds a {conversion.family} checkpoint ({conversion.layout} layout) and "
         f"cannot be loaded into the model {model.name!r}, {kind}; expected {expected}."
@@ -79,9 +76,8 @@ def _shape_error(source, name, array, variable, origin):
             f"{source}: weight {name!r} has shape {tuple(array.shape)} in the checkpoint "
             f"but {tuple(variable.shape)} in the model (a checkpoint of another model size?)."
         )
-    key, transform, fused = origin
-    expected = file_shape(transform, variable.shape, fused)
-    received = file_shape(transform, array.shape, fused)
+    key, file_shape = origin
+    expected, received = file_shape(variable.shape), file_shape(array.shape)
     return ValueError(
         f"{source}: entry {key!r} does not fit the model's {name!r}: expected shape "
         f"{expected} (a checkpoint of another model size?). Received: shape={received}"
@@ -122,7 +118,7 @@ def load_weights(
     `transformers` ViT and DeiT state dicts (`ViTModel`,
     `ViTForImageClassification`, `DeiTForImageClassificationWithTeacher`, ...;
     see `keras_vit.weights.huggingface`), Swin state dicts in timm's,
-    Microsoft's or transformers' layout (see `keras_vit.weights.swin`) and
+    Microsoft's or transformers' layout (see `keras_vit.models.swin.checkpoints`) and
     keras_vit `.keras` files. A checkpoint of one family (ViT, DeiT, hybrid,
     ConViT; or Swin) is refused for a model of the other.
 
@@ -199,19 +195,23 @@ def load_weights(
     report.skipped.extend(conversion.unused.items())
     variables = {v.path: v for v in model.weights}
     weights = dict(conversion.weights)
-    family = inspection.family(model)
-    swin = family == SWIN_FAMILY
-    if position_interpolation is None and family in FAMILIES:
-        # A registered family's model resamples a checkpoint's grid as it
+    spec = FAMILIES.get(inspection.family(model))
+    position_name, resample = _POSITION, resample_position_embedding
+    if spec is not None and spec.position_weight:
+        # The family's own position embedding and resampling (Swin's absolute one: bicubic).
+        position_name, resample = spec.position_weight, spec.resample_position
+    elif spec is not None and position_interpolation is None:
+        # A registered ViT-like family's model resamples a checkpoint's grid as it
         # resamples per call: its builder set that as the reference does.
         encoder = inspection.patch_encoder(model)
         position_interpolation, position_antialias = encoder.interpolation, encoder.antialias
-    values = _fit_position(
-        conversion.position, variables, swin, position_interpolation, position_antialias, source, report
-    )
+    if position_interpolation is not None:
+        resample = functools.partial(resample_position_embedding, interpolation=position_interpolation,
+                                     antialias=position_antialias)
+    values = _fit_position(conversion.position, variables, position_name, resample, source, report)
     replaced_head = _replace_head(weights, variables, keep_pre_logits, source, values, report)
-    windows = inspection.bias_table_windows(model) if swin else {}
-    _match_weights(weights, variables, conversion.origins, windows, source, values, report)
+    fitters = spec.weight_fitters(model) if spec is not None and spec.weight_fitters else {}
+    _match_weights(weights, variables, conversion.origins, fitters, source, values, report)
     _complete(variables, values, replaced_head, source, report)
     if strict and not report.exact:
         problems = [n for n, *_ in report.resampled + report.skipped + report.missing]
@@ -221,8 +221,11 @@ def load_weights(
     return report
 
 
-def _fit_position(position, variables, swin, interpolation, antialias, source, report):
+def _fit_position(position, variables, name, resample, source, report):
     """The checkpoint's patch position embeddings on the model's grid (ViT Sec. 3.2).
+
+    `name` is the model's position weight, `resample(grid, (rows, cols))` how
+    a grid of another size is fitted to it.
 
     Returns:
         Dict of values to assign: the model's position weight, or nothing when
@@ -230,10 +233,6 @@ def _fit_position(position, variables, swin, interpolation, antialias, source, r
     """
     if position is None:
         return {}
-    name, resample = (SWIN_POSITION, resample_bicubic) if swin else (_POSITION, resample_position_embedding)
-    if interpolation is not None:
-        def resample(grid, size):
-            return resample_position_embedding(grid, size, interpolation, antialias)
     if name not in variables:
         report.skipped.append(("position embeddings", "the model has no position embeddings"))
         return {}
@@ -285,11 +284,12 @@ def _replace_head(weights, variables, keep_pre_logits, source, values, report):
     return True
 
 
-def _match_weights(weights, variables, origins, windows, source, values, report):
+def _match_weights(weights, variables, origins, fitters, source, values, report):
     """Every other checkpoint weight onto the model weight of its path, checking shapes.
 
-    `windows` maps a Swin model's bias tables to their windows (empty for a
-    ViT); a table of another window is resampled.
+    `fitters` maps the weights the model's family can fit from another shape
+    (Swin's bias tables of another window) to `fit(array, shape, file key)`;
+    empty for a ViT.
     """
     for name, array in weights.items():
         variable = variables.get(name)
@@ -299,9 +299,9 @@ def _match_weights(weights, variables, origins, windows, source, values, report)
         origin = origins.get(name)
         if tuple(array.shape) == tuple(variable.shape):
             values[name] = array
-        elif name in windows:
+        elif name in fitters:
             try:
-                values[name] = fit_bias_table(name, array, variable.shape, windows[name], (origin or (name,))[0])
+                values[name] = fitters[name](array, tuple(variable.shape), (origin or (name,))[0])
             except ValueError as error:
                 raise ValueError(f"{source}: {error}") from None
             report.resampled.append((name, tuple(array.shape), tuple(variable.shape)))

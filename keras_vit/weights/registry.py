@@ -86,7 +86,6 @@ _AUGREG_224 = ("not reported here: vision_transformer's README gives the AugReg 
                "release's index.csv (adapt_final_test) could not be read where this table was made")
 _DEIT_ZOO = "facebookresearch/deit README_deit.md, Model Zoo, acc@1"
 _CONVIT_TABLE_1 = "ConViT paper, Table 1"
-_SWIN_HUB = "microsoft/Swin-Transformer MODELHUB.md, acc@1"
 
 
 def _original(name, top1=None):
@@ -107,44 +106,10 @@ def _augreg(name):
                            top1_source=_AUGREG_224)
 
 
-def _timm_hub(model_tag, top1=None, top1_source="", **config):
+def timm_hub(model_tag, top1=None, top1_source="", **config):
+    """A checkpoint on the timm hub (`huggingface.co/timm/<model_tag>`), of RGB images and `config`."""
     return KnownCheckpoint(f"{_HF}/{model_tag}/resolve/main/model.safetensors", config={**_RGB, **config},
                            top1=top1, top1_source=top1_source)
-
-
-# The settings of every Swin checkpoint besides its variant's table entry: the
-# builder's defaults, stated so that a model built otherwise is refused before
-# the download (they fix the weights' shapes or what they compute): Swin's own
-# relative position bias beside the content term, no absolute embedding (Swin
-# Table 4's last row). Not `shifted_windows`: the same weights serve windows
-# without shifting, so a checkpoint loads into that ablation too.
-_SWIN = {
-    **_RGB, "patch_size": 4, "mlp_ratio": 4.0, "absolute_position_embedding": False,
-    "position_embedding": "relative",
-}
-# Microsoft's ImageNet-22k checkpoints classify 21841 classes (timm's `ms_in22k`).
-_SWIN_I22K_CLASSES = 21841
-
-
-def _swin_release(variant, model, top1_fine_tuned, top1_imagenet=None, image_size=224, imagenet1k=True):
-    """A Swin variant's checkpoints: ImageNet-22k, its ImageNet-1k fine-tune, and (T, S, B) ImageNet-1k.
-
-    Named as the other families' are, by the data: `imagenet` (timm's `ms_in1k`),
-    `imagenet21k` (`ms_in22k`), `imagenet21k+imagenet2012` (`ms_in22k_ft_in1k`).
-    The top-1 figures are MODELHUB.md's, of the released files (Swin-T's and
-    Swin-S's differ by 0.1-0.2 from the paper's Table 1, which trained others).
-    """
-    config = {**_SWIN, "image_size": image_size}
-    entries = {
-        f"{variant}/imagenet21k+imagenet2012": _timm_hub(f"{model}.ms_in22k_ft_in1k", **config, num_classes=1000,
-                                                         top1=top1_fine_tuned, top1_source=_SWIN_HUB),
-        f"{variant}/imagenet21k": _timm_hub(f"{model}.ms_in22k", **config, num_classes=_SWIN_I22K_CLASSES,
-                                            top1_source="none: an ImageNet-22k head"),
-    }
-    if imagenet1k:
-        entries[f"{variant}/imagenet"] = _timm_hub(f"{model}.ms_in1k", **config, num_classes=1000,
-                                                   top1=top1_imagenet, top1_source=_SWIN_HUB)
-    return entries
 
 
 def _deit_release(variant, model, top1, top1_distilled, image_size=224):
@@ -154,9 +119,9 @@ def _deit_release(variant, model, top1, top1_distilled, image_size=224):
     """
     config = dict(_LEARNED_1D, num_classes=1000, image_size=image_size, preprocessing="imagenet")
     return {
-        f"{variant}/imagenet": _timm_hub(f"{model}_patch16_{image_size}.fb_in1k", **config, top1=top1,
+        f"{variant}/imagenet": timm_hub(f"{model}_patch16_{image_size}.fb_in1k", **config, top1=top1,
                                          top1_source=_DEIT_ZOO),
-        f"{variant}_distilled/imagenet": _timm_hub(f"{model}_distilled_patch16_{image_size}.fb_in1k", **config,
+        f"{variant}_distilled/imagenet": timm_hub(f"{model}_distilled_patch16_{image_size}.fb_in1k", **config,
                                                    top1=top1_distilled, top1_source=_DEIT_ZOO),
     }
 
@@ -204,17 +169,9 @@ KNOWN_CHECKPOINTS = {
     **_deit_release("DeiT_B16", "deit_base", 81.8, 83.4),
     **_deit_release("DeiT_B16_384", "deit_base", 82.9, 85.2, image_size=384),
     # ConViT (d'Ascoli et al. 2021), ImageNet-1k, as published on the timm hub.
-    "ConViT_Ti/imagenet": _timm_hub("convit_tiny.fb_in1k", **_CONVIT, top1=73.1, top1_source=_CONVIT_TABLE_1),
-    "ConViT_S/imagenet": _timm_hub("convit_small.fb_in1k", **_CONVIT, top1=81.3, top1_source=_CONVIT_TABLE_1),
-    "ConViT_B/imagenet": _timm_hub("convit_base.fb_in1k", **_CONVIT, top1=82.4, top1_source=_CONVIT_TABLE_1),
-    # Swin Transformer (Liu et al. 2021, Sec. 4.1), Microsoft's release as timm publishes it:
-    # top-1 of the ImageNet-22k fine-tune, then of the ImageNet-1k training where there is one.
-    **_swin_release("Swin_T", "swin_tiny_patch4_window7_224", 80.9, 81.2),
-    **_swin_release("Swin_S", "swin_small_patch4_window7_224", 83.2, 83.2),
-    **_swin_release("Swin_B", "swin_base_patch4_window7_224", 85.2, 83.5),
-    **_swin_release("Swin_B384", "swin_base_patch4_window12_384", 86.4, 84.5, image_size=384),
-    **_swin_release("Swin_L", "swin_large_patch4_window7_224", 86.3, imagenet1k=False),
-    **_swin_release("Swin_L384", "swin_large_patch4_window12_384", 87.3, image_size=384, imagenet1k=False),
+    "ConViT_Ti/imagenet": timm_hub("convit_tiny.fb_in1k", **_CONVIT, top1=73.1, top1_source=_CONVIT_TABLE_1),
+    "ConViT_S/imagenet": timm_hub("convit_small.fb_in1k", **_CONVIT, top1=81.3, top1_source=_CONVIT_TABLE_1),
+    "ConViT_B/imagenet": timm_hub("convit_base.fb_in1k", **_CONVIT, top1=82.4, top1_source=_CONVIT_TABLE_1),
 }
 """Every checkpoint `weights=` can name, as `"<variant>/<name>"` (e.g. `"ViT_B16/imagenet21k"`):
 a `KnownCheckpoint` with where it is downloaded from, its pinned SHA-256 (or None: trust on

@@ -3,7 +3,8 @@
 import pytest
 
 import keras_vit
-from keras_vit.analysis.flops import forward_macs, inference_flops, swin_forward_macs, train_flops
+from keras_vit.analysis.flops import forward_macs, inference_flops, train_flops
+from keras_vit.models.swin.flops import swin_forward_macs
 from keras_vit.architectures import ARCHITECTURES
 
 # timm model cards ("GMACs"), rounded to 0.1 there.

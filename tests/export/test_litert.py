@@ -117,7 +117,7 @@ def test_a_failed_export_leaves_the_old_file_and_no_temporary_one(tmp_path, monk
 
 @pytest.mark.parametrize("shift", [(0, 0), (1, 2), (-1, -3), (5, -7)])
 def test_cyclic_shift_is_a_roll(shift):
-    from keras_vit.layers.window_attention import cyclic_shift
+    from keras_vit.models.swin.window_attention import cyclic_shift
 
     x = np.arange(2 * 4 * 6 * 3, dtype="float32").reshape(2, 4, 6, 3)
     np.testing.assert_array_equal(to_numpy(cyclic_shift(keras.ops.convert_to_tensor(x), shift)),

@@ -7,7 +7,7 @@ import pytest
 import keras_vit
 from keras_vit.layers import AbsolutePositionEmbedding, SwinTransformerBlock
 from keras_vit.models.swin import RematSwinTransformerBlock, SwinTransformer
-from keras_vit.weights.swin import timm_key_map
+from keras_vit.models.swin.checkpoints import timm_key_map
 from tests.testing import check_layer, set_random_weights, to_numpy
 
 # Stage 0 at 32 px: an 8 x 8 map, two 4 x 4 windows a side, its second block

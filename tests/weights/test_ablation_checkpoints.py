@@ -18,7 +18,7 @@ import keras_vit
 from keras_vit import inspection
 from keras_vit.architectures import ABLATION_DEFAULTS, ARCHITECTURES, architecture, mismatches
 from keras_vit.models.convit import ConViT
-from keras_vit.models.swin import SwinTransformer
+from keras_vit.models.swin import SwinTransformer, swin_arguments
 from keras_vit.models.variants import TESTING_VARIANTS
 from keras_vit.models.vit import VisionTransformer
 from keras_vit.weights import loading, registry
@@ -159,7 +159,7 @@ def test_ablation_models_read_back_as_their_arguments(family, switches):
     actual = inspection.model_architecture(model)
     assert mismatches(expected, actual) == [] and set(expected) <= set(actual)
     # The switches that are no architecture keys are read back too.
-    read = inspection.swin_arguments(model) if family == "swin" else inspection.vit_arguments(model)
+    read = swin_arguments(model) if family == "swin" else inspection.vit_arguments(model)
     defaults = {"swin": {"shifted_windows": True}, "convit": {"train_gpsa_attention": True}}.get(family, {})
     for key, value in defaults.items():
         assert read[key] == switches.get(key, value)
@@ -169,7 +169,7 @@ def test_a_swin_model_without_a_second_block_reads_as_shifted():
     # No block could shift, so the two settings build the same model.
     model = SwinTransformer(image_size=32, embed_dim=16, depths=(1, 1), num_heads=(1, 2), window_size=4,
                             num_classes=5, shifted_windows=False)
-    assert inspection.swin_arguments(model)["shifted_windows"] is True
+    assert swin_arguments(model)["shifted_windows"] is True
 
 
 # ---- the registry states the published switches -----------------------------------

@@ -323,7 +323,7 @@ def test_vit_and_deit_files_into_swin_are_refused_by_name(tmp_path):
     _assert_fails_unchanged(
         _swin(), hf_vit,
         r"model.safetensors holds a ViT checkpoint \(transformers ViT layout\) and cannot be loaded into the "
-        r"model 'swin_transformer', a SwinTransformer; expected a Swin checkpoint",
+        r"model 'swin_transformer', a Swin model; expected a Swin checkpoint",
     )
     hf_deit = save_pretrained(hf_model("DeiTForImageClassificationWithTeacher"), tmp_path / "deit")
     _assert_fails_unchanged(_swin(), hf_deit, r"deit/model.safetensors holds a ViT checkpoint \(transformers DeiT layout\)")

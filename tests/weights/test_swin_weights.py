@@ -15,10 +15,10 @@ import pytest
 
 import keras_vit
 from keras_vit.models.swin import SwinTransformer
-from keras_vit.weights.swin import timm_key_map
+from keras_vit.models.swin.checkpoints import timm_key_map
 from keras_vit.weights import registry
 from keras_vit.weights.conversion import convert_checkpoint
-from keras_vit.inspection import SWIN_POSITION
+from keras_vit.models.swin.checkpoints import SWIN_POSITION
 from keras_vit.weights.position_embedding import resample_bias_table, resample_bicubic
 from tests.reference import timm, torch
 from tests.testing import parameter_gradients, to_numpy
@@ -389,7 +389,7 @@ def test_files_of_the_other_family_are_refused_by_name(tmp_path):
     _assert_fails_unchanged(
         swin(), vit_file,
         r"vit.safetensors holds a ViT checkpoint \(timm ViT layout\) and cannot be loaded into the model "
-        r"'swin_transformer', a SwinTransformer; expected a Swin checkpoint: a timm, Microsoft or transformers",
+        r"'swin_transformer', a Swin model; expected a Swin checkpoint: a timm, Microsoft or transformers",
     )
     npz = save_npz(tmp_path / "vit.npz", official_npz_arrays())
     _assert_fails_unchanged(swin(), npz, r"vit.npz holds a ViT checkpoint \(official ViT layout\)")

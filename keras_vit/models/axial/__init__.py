@@ -25,7 +25,7 @@ SPEC = FamilySpec(
     layer_macs=layer_macs,
     without_checkpoints=NO_CHECKPOINTS,
     attends_within=(
-        "Axial-ViT, whose blocks attend within one row or one column of the patch grid (ViT App. D.5)"
+        "an Axial-ViT, whose blocks attend within one row or one column of the patch grid (ViT App. D.5)"
     ),
     # Where they were public before the family had its folder.
     exports={

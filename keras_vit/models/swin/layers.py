@@ -20,6 +20,8 @@ of the window, which they are in every published configuration at its training
 resolution.
 """
 
+import math
+
 import keras
 from keras import ops
 
@@ -35,7 +37,7 @@ from keras_vit.layers.validation import (
     check_remat_without_dropout,
     to_pair,
 )
-from keras_vit.layers.window_attention import (
+from keras_vit.models.swin.window_attention import (
     WindowAttention,
     check_attention_terms,
     cyclic_shift,
@@ -200,6 +202,10 @@ class SwinTransformerBlock(PreNormBlock):
             `(batch * num_windows, heads, Mh * Mw, Mh * Mw)`.
     """
 
+    # What `keras_vit.inspection.family` says of a model of these blocks, and the
+    # family of the checkpoints it loads (`keras_vit.families`).
+    checkpoint_family = "Swin"
+
     def __init__(
         self,
         num_heads,
@@ -309,6 +315,15 @@ class SwinTransformerBlock(PreNormBlock):
         if any(self.shift):
             x = cyclic_shift(x, self.shift)
         return x[:, :height, :width], scores
+
+    def attention_maps_per_image(self, probs):
+        """Attention probabilities `(batch * windows, heads, N, N)` as `(batch, windows, heads, N, N)`.
+
+        Each image's windows are consecutive (`window_partition`);
+        `keras_vit.analysis.attention_maps` asks for this.
+        """
+        windows = math.prod(p // w for p, w in zip(self.padded_size, self.window))
+        return probs.reshape(-1, windows, *probs.shape[1:])
 
     def get_config(self):
         config = super().get_config()

@@ -3,9 +3,9 @@
 The graph keeps channels-last feature maps `(batch, H, W, C)` from the patch
 embedding to the final norm (Swin Sec. 3.1, Fig. 3), so every stage's
 resolution is static and the blocks fix their windows, masks and indices in
-`build()` (see `keras_vit.layers.swin`).
+`build()` (see `keras_vit.models.swin.layers`).
 
-Layer names and timm 1.0.31's `SwinTransformer` keys (`keras_vit.weights.swin.timm_key_map`
+Layer names and timm 1.0.31's `SwinTransformer` keys (`keras_vit.models.swin.checkpoints.timm_key_map`
 lists every weight with its transform; stages `i` and blocks `j` count from 0 in both):
 
 - `patch_embed/proj`, `patch_embed/norm` -> `patch_embed.proj`, `patch_embed.norm`
@@ -34,17 +34,17 @@ blocks as timm does.
 
 import keras
 
-from keras_vit.architectures import swin_absolute_embedding
+from keras_vit.models.swin.sizes import swin_absolute_embedding
 from keras_vit.layers.normalization import LayerNormalization
 from keras_vit.layers.position import AbsolutePositionEmbedding
-from keras_vit.layers.swin import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock
+from keras_vit.models.swin.layers import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock
 from keras_vit.layers.validation import (
     check_bool,
     check_positive_int,
     check_remat_without_dropout,
     to_pair,
 )
-from keras_vit.layers.window_attention import _swin_initializer
+from keras_vit.models.swin.window_attention import _swin_initializer
 from keras_vit.models.common import (
     PREPROCESSINGS,
     check_choice,

@@ -1,0 +1,79 @@
+"""The Swin Transformer (Liu et al. 2021): a hierarchical ViT with shifted windows.
+
+The whole family lives in this folder: its layers (`layers.py`, with the
+window attention in `window_attention.py`), builder (`builder.py`), named
+sizes and ablation switches (`sizes.py`), checkpoints (`checkpoints.py`: the
+timm, Microsoft and transformers layouts, the known files and their
+evaluation transforms), FLOP counts (`flops.py`), what the shared inspection
+and weight loader ask of a built model (`inspection.py`) and its attention
+maps on windows (`analysis.py`). This `__init__` registers it with the shared
+code, once (`keras_vit.models.registration`).
+"""
+
+from keras_vit.families import FamilySpec
+from keras_vit.models.registration import register_family
+from keras_vit.models.swin import checkpoints, sizes
+from keras_vit.models.swin.analysis import WindowGrid, window_attention_to_grid, window_grids
+from keras_vit.models.swin.builder import SWIN_POSITION_EMBEDDINGS, RematSwinTransformerBlock, SwinTransformer
+from keras_vit.models.swin.flops import layer_macs, patch_merging_macs, swin_block_macs, swin_forward_macs
+from keras_vit.models.swin.inspection import architecture_of, swin_arguments, swin_stages, weight_fitters
+from keras_vit.models.swin.layers import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock
+from keras_vit.models.swin.window_attention import WindowAttention
+from keras_vit.weights.position_embedding import resample_bicubic
+
+SPEC = FamilySpec(
+    name="Swin",
+    builders={"SwinTransformer": SwinTransformer},
+    architectures=sizes.ARCHITECTURES,
+    checkpoint_layout=checkpoints.checkpoint_layout,
+    convert=checkpoints.convert,
+    is_keras_file=checkpoints.is_keras_file,
+    known_checkpoints=checkpoints.known_checkpoints(),
+    preprocessing=checkpoints.evaluation_preprocessing(),
+    timm_preprocessing=checkpoints.timm_preprocessing(),
+    timm_tags=checkpoints.timm_tags(),
+    expected_files=(
+        "a Swin checkpoint: a timm, Microsoft or transformers Swin state dict (.safetensors) or a keras_vit "
+        ".keras file of a SwinTransformer"
+    ),
+    # Its blocks take maps, stage by stage: not ViT's one token grid.
+    block_classes=(SwinTransformerBlock,),
+    feature_blocks=False,
+    architecture_of=architecture_of,
+    layer_macs=layer_macs,
+    attends_within="a Swin Transformer, whose blocks attend within windows of each stage's map (Swin Sec. 3.2)",
+    features_refusal=(
+        "`model` is a Swin Transformer, whose stages are already a feature hierarchy: build it with "
+        "`keras_vit.SwinTransformer(..., include_top=False, return_stages=True)` (or a Swin variant with "
+        "those arguments) for its stride 4-32 maps."
+    ),
+    # Swin's fine-tuning at another resolution resamples its absolute embedding bicubically,
+    # and its bias tables to another window (Microsoft's `load_pretrained`).
+    position_weight=checkpoints.SWIN_POSITION,
+    resample_position=resample_bicubic,
+    weight_fitters=weight_fitters,
+    ablation_defaults=sizes.ABLATION_DEFAULTS,
+    normalize_architecture=sizes.normalize_architecture,
+    # Where they were public before the family had its folder.
+    exports={
+        "keras_vit.layers": {
+            "PatchMerging": PatchMerging, "SwinPatchEmbedding": SwinPatchEmbedding,
+            "SwinTransformerBlock": SwinTransformerBlock, "WindowAttention": WindowAttention,
+        },
+        "keras_vit.analysis": {
+            "WindowGrid": WindowGrid, "window_attention_to_grid": window_attention_to_grid,
+            "window_grids": window_grids, "swin_forward_macs": swin_forward_macs,
+        },
+    },
+)
+
+# The named builders (`Swin_T`, ...), module attributes here as in `keras_vit`.
+NAMED_BUILDERS = register_family(SPEC)
+globals().update(NAMED_BUILDERS)
+
+__all__ = [
+    "SPEC", "SwinTransformer", "RematSwinTransformerBlock", "SWIN_POSITION_EMBEDDINGS", "PatchMerging",
+    "SwinPatchEmbedding", "SwinTransformerBlock", "WindowAttention", "WindowGrid", "window_attention_to_grid",
+    "window_grids", "swin_forward_macs", "swin_block_macs", "patch_merging_macs", "swin_arguments", "swin_stages",
+    *NAMED_BUILDERS,
+]

@@ -188,7 +188,7 @@ def run_timm(variant, image_size, batch_size, mode, steps, precision, compile_mo
         # The Keras model here only counts FLOPs: keep JAX off the GPU, which it would
         # otherwise claim three quarters of on first use, leaving PyTorch the rest.
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    from tests.reference import timm, torch  # the torchvision shim, then timm
+    from runs.reference import timm, torch  # the torchvision shim, then timm
 
     import keras
 

@@ -174,7 +174,7 @@ def _posterize_as_earlier_pillows(timm):
 def timm_batches(root, image_size, batch_size, total, threads, rand_augment, erasing, mixing):
     from PIL import Image
 
-    from tests.reference import timm, torch  # the torchvision shim, then timm
+    from runs.reference import timm, torch  # the torchvision shim, then timm
 
     _posterize_as_earlier_pillows(timm)
     files, labels, num_classes = list_jpegs(root)

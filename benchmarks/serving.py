@@ -91,7 +91,7 @@ def run_path(path, variant, batch_size, steps, image_size=224, depth=None):
     rng = np.random.default_rng(0)
     images = rng.uniform(0, 255, (batch_size, image_size, image_size, 3)).astype("float32")
     if path.startswith("timm"):
-        from tests.reference import timm, torch  # the torchvision shim, then timm
+        from runs.reference import timm, torch  # the torchvision shim, then timm
 
         model = timm.create_model(TIMM_NAMES[variant], img_size=image_size, **depth_overrides(variant, depth)[1]).eval()
         x = torch.from_numpy(images.transpose(0, 3, 1, 2) / 255.0)

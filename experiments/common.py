@@ -62,9 +62,9 @@ def log(script, message):
 
 
 def import_reference(script):
-    """`(timm, torch)` from `tests/reference.py`, or exits naming `script` when they are missing."""
+    """`(timm, torch)` from `runs/reference.py`, or exits naming `script` when they are missing."""
     try:
-        from tests.reference import timm, torch
+        from runs.reference import timm, torch
     except Exception as error:  # noqa: BLE001 - ImportError, or torchvision failing inside timm's import
         sys.exit(f"{script} needs timm and PyTorch (CPU), the test-only reference "
                  f"(`pip install timm torch`): importing them failed: {type(error).__name__}: {error}")

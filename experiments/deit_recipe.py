@@ -209,7 +209,7 @@ def timm_batches(timm, torch, config, images, labels, classes, epochs, workers):
     loader, sampler, mixup = timm_pipeline(timm, torch, config, images, labels, classes, workers)
     mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
     std = torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
-    from tests.reference import posterize_as_earlier_pillows
+    from runs.reference import posterize_as_earlier_pillows
 
     with posterize_as_earlier_pillows():
         for epoch in range(epochs):

@@ -4,7 +4,7 @@
 
 The claim: keras_vit's models and trainer train as well as the reference
 implementation. timm's ViT and ConViT (PyTorch, CPU; a test-only dependency,
-imported from `tests/reference.py`) and keras_vit's, built with the same
+imported from `runs/reference.py`) and keras_vit's, built with the same
 sizes, trained with the same recipe on the same data in the same order with
 the same seeds, should reach the same test accuracy within seed noise.
 

@@ -14,7 +14,7 @@ from keras_vit.models import VARIANTS as VARIANTS, MaskedPatchPrediction as Mask
 from keras_vit.version import __version__ as __version__
 from keras_vit.weights import load_weights as load_weights, resample_position_embedding as resample_position_embedding
 from keras_vit.models.vit import VisionTransformer as VisionTransformer
-from keras_vit.models.convit import ConViT as ConViT
+from keras_vit.models.convit.builder import ConViT as ConViT
 from keras_vit.models.swin.builder import SwinTransformer as SwinTransformer
 from keras_vit.models.axial.builder import AxialViT as AxialViT
 from keras_vit.models.dinov2.builder import DINOv2 as DINOv2

@@ -3,11 +3,9 @@
 Sizes are those of ViT Table 1 (Ti and S from DeiT), the hybrids of ViT Sec. 4.1
 and App. D (R+Ti/16, R26+S/32 and R26+B/32 as published with the AugReg
 checkpoints), DeiT Table 1 (the ViT sizes Ti, S, B with ImageNet mean/std
-inputs, DeiT's initialization and, distilled, the distillation token), ConViT
-Table 1 (`D_emb = 48 N_h`; the "+" models 64 N_h), Swin Sec. 3.3
-(T, S, B, L; B and L also at 384 px with 12 x 12 windows). A family in its
-folder (`keras_vit.models.<family>`) keeps its sizes there, and registering
-it adds them to `ARCHITECTURES`.
+inputs, DeiT's initialization and, distilled, the distillation token). A family
+in its folder (`keras_vit.models.<family>`: ConViT, Swin, Axial-ViT, DINOv2)
+keeps its sizes there, and registering it adds them to `ARCHITECTURES`.
 
 The table lives here, apart from the builders (`keras_vit.models.variants`
 turns it into `VARIANTS`), so that the weight loader can check a known
@@ -25,13 +23,6 @@ VIT_SIZES = {
     "L": dict(hidden_size=1024, num_layers=24, num_heads=16, mlp_dim=4096),
     "H": dict(hidden_size=1280, num_layers=32, num_heads=16, mlp_dim=5120),
 }
-
-
-def _convit(num_heads, head_dim):
-    width = num_heads * head_dim
-    # ConViT Sec. 4: GPSA in the first 10 of the 12 blocks, at every size.
-    return dict(hidden_size=width, num_layers=12, num_heads=num_heads, mlp_dim=4 * width,
-                num_gpsa_layers=10)
 
 
 def _deit(size, distillation=False, image_size=224):
@@ -65,48 +56,34 @@ ARCHITECTURES = {
     "DeiT_S16_distilled": ("VisionTransformer", _deit("S", distillation=True)),
     "DeiT_B16_distilled": ("VisionTransformer", _deit("B", distillation=True)),
     "DeiT_B16_384_distilled": ("VisionTransformer", _deit("B", distillation=True, image_size=384)),
-    "ConViT_Ti": ("ConViT", _convit(4, 48)),
-    "ConViT_S": ("ConViT", _convit(9, 48)),
-    "ConViT_B": ("ConViT", _convit(16, 48)),
-    "ConViT_Ti_plus": ("ConViT", _convit(4, 64)),
-    "ConViT_S_plus": ("ConViT", _convit(9, 64)),
-    "ConViT_B_plus": ("ConViT", _convit(16, 64)),
 }
 
 # The arguments that fix a checkpoint's weight shapes and what they compute.
 # Image size and classes are not among them: the loader resamples the position
-# embeddings and replaces the head. The Swin keys (`embed_dim` to
-# `absolute_position_embedding`) are absent from the other builders' calls, and
-# `num_heads` is a tuple (one per stage) in Swin's; a field is compared only
-# where both sides have it, and `builder` always differs across families. Swin's
-# window is not among them either: the loader resamples the relative position bias
-# tables to another window (bicubic, as Swin's fine-tuning at 384 does). DeiT's
-# `distillation` adds a token and a head, so a distilled checkpoint does not fit
-# a plain model (nor the other way round). The ablation switches last (see
-# `ABLATION_DEFAULTS`); `position_embedding` is ViT's in a ViT call and Swin's
-# in a Swin call.
-ARCHITECTURE_KEYS = (
+# embeddings and replaces the head. A registered family appends its own
+# (`FamilySpec.architecture_keys`: Swin's `embed_dim`, `depths`, ...), absent from
+# the other builders' calls; a field is compared only where both sides have it
+# (`num_heads` is a tuple, one per stage, in Swin's), and `builder` always differs
+# across families. DeiT's `distillation` adds a token and a head, so a distilled
+# checkpoint does not fit a plain model (nor the other way round). The ablation
+# switches follow (see `ABLATION_DEFAULTS`); `position_embedding` is each
+# builder's own (ViT's Table 8 row in a ViT call, Swin's Table 4 row in a Swin call).
+ARCHITECTURE_KEYS = [
     "builder", "hidden_size", "num_layers", "num_heads", "mlp_dim", "patch_size",
-    "resnet_stages", "num_gpsa_layers", "num_channels", "distillation",
-    "embed_dim", "depths", "mlp_ratio", "absolute_position_embedding",
-    "position_embedding", "position_embedding_at", "train_gating",
-    "mlp_activation", "num_register_tokens",
-)
+    "resnet_stages", "num_channels", "distillation",
+    "position_embedding", "position_embedding_at",
+]
 
 # The papers' ablation switches (issue #29) that change a model's weights or
 # what they mean, per builder, at the value of the published models (the
-# builders' defaults, and the only value a known checkpoint fits): ViT's
-# position embeddings (App. D.3, Table 8), ConViT's gates frozen at 0 (Table 3
-# (b); a checkpoint's learned gates would replace the zeros) and Swin's position
-# terms (Table 4). The switches that change neither are not compared, so a
-# checkpoint loads into their ablations: Swin's `shifted_windows=False` (the
-# same weights, used in unshifted windows) and ConViT's
-# `train_gpsa_attention=False` (the same weights, frozen at the checkpoint's
-# values).
-# A registered family adds its builders' (`FamilySpec.ablation_defaults`).
+# builders' defaults, and the only value a known checkpoint fits): here ViT's
+# position embeddings (App. D.3, Table 8); a registered family adds its
+# builders' (`FamilySpec.ablation_defaults`: ConViT's frozen gates, Swin's
+# position terms). The switches that change neither are not compared, so a
+# checkpoint loads into their ablations (Swin's unshifted windows, ConViT's
+# frozen attention).
 ABLATION_DEFAULTS = {
     "VisionTransformer": {"position_embedding": "learned_1d", "position_embedding_at": "stem"},
-    "ConViT": {"train_gating": True},
 }
 
 
@@ -119,8 +96,8 @@ def architecture(builder, arguments):
     """The architecture fields of a builder call, in comparable form.
 
     Args:
-        builder: str. `"VisionTransformer"`, `"ConViT"`, `"SwinTransformer"` or
-            a registered family's builder name, e.g. `"AxialViT"`.
+        builder: str. `"VisionTransformer"` or a registered family's builder
+            name, e.g. `"SwinTransformer"`.
         arguments: dict. Builder arguments; other keys are ignored. A missing
             `resnet_stages` means a pure ViT, a missing ablation switch its
             default (`ABLATION_DEFAULTS`).
@@ -128,10 +105,9 @@ def architecture(builder, arguments):
     Returns:
         Dict keyed by `ARCHITECTURE_KEYS` (those given, and `builder`,
         `resnet_stages`, `distillation` and the builder's ablation switches
-        always; a missing `distillation` means none). Swin's position terms
-        come in one form however they were asked for: `absolute_position_embedding`
-        is whether the model has the absolute embedding, and
-        `position_embedding="relative"` with it is `"absolute+relative"`.
+        always; a missing `distillation` means none), in the one form a built
+        model is read back in (a registered family's `NORMALIZERS` entry:
+        Swin's two position arguments, however they were asked for).
     """
     fields = {key: arguments[key] for key in ARCHITECTURE_KEYS if key in arguments}
     fields["builder"] = builder

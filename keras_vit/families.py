@@ -5,11 +5,18 @@ describes itself once with a `FamilySpec` and registers it with
 `keras_vit.models.registration.register_family`, from the folder's
 `__init__`. The shared code then asks this table, never the family's name or
 classes: the weight loader for the family's checkpoint layouts and converter,
-`keras_vit.inspection` for which family a built model is (its blocks say, by
-their `checkpoint_family`, or their class is among the spec's
-`block_classes`) and what its builder's arguments were, the FLOP count for
+`keras_vit.inspection` for which family a built model is and what its
+builder's arguments were, the FLOP count for
 its layers, the variant table for its named sizes, and `keras_vit.layers` /
 `keras_vit.analysis` for the public names the family answers there.
+
+Two questions about a built model are answered by its blocks. Which checkpoint
+family it is (`keras_vit.inspection.family`): a block class's
+`checkpoint_family` attribute, which a family whose checkpoints are its own
+sets to its spec's `name` (Swin, ConViT, DINOv2); a family whose weights are
+named as ViT's (Axial-ViT) leaves it unset. Which registered family's hooks
+apply (`keras_vit.inspection.registered_family`): the spec whose
+`block_classes` the model has.
 
 This module imports nothing of keras_vit, so that the lowest layers (the
 weight conversion, the inspection) can read it; registering fills it when
@@ -35,7 +42,10 @@ class FamilySpec:
             layout of a checkpoint file of this family, or None for another
             family's file. None for a family without checkpoints.
         convert: callable `(layout, arrays) -> (weights, position, unused)`,
-            as the ViT converters return them. None for a family without
+            as the ViT converters return them, or with a fourth item,
+            `origins`: `{weight path: (file key, file_shape)}`, where
+            `file_shape(model shape)` is the shape the file's entry must have
+            (for the message on a mismatch; Swin's). None for a family without
             checkpoints.
         is_keras_file: callable `arrays -> bool`: whether a keras_vit `.keras`
             file's weights are of this family. None where the weight loader
@@ -47,6 +57,8 @@ class FamilySpec:
             weights, e.g. `"vit_small_patch14_dinov2.lvd142m"`.
         expected_files: str. The files a model of the family loads, for the
             message that refuses another family's.
+        model_kind: str. What that message calls a model of the family, with
+            its article (`"a SwinTransformer"`); `"a <name> model"` when empty.
         block_classes: tuple. The family's own block layer classes, where
             they are not `TransformerBlock`s: `keras_vit.inspection.blocks`
             lists them with the others.
@@ -74,8 +86,10 @@ class FamilySpec:
             embedding when it is not ViT's (`patch_encoder/...`): the weight
             a checkpoint's position embeddings (a converter's `position`)
             are fitted to.
-        resample_position: callable `(grid, (rows, cols)) -> grid`: how
-            `position_weight` is resampled to another grid by default.
+        resample_position: callable `(grid, (rows, cols)) -> grid`: how the
+            model's position embedding (`position_weight`, or ViT's) is
+            resampled to another grid by default. None: as the model's patch
+            encoder resamples per call (its `position_interpolation`).
         weight_fitters: callable `model -> {weight path: fit}`: the model's
             weights a checkpoint may give in another shape, each with
             `fit(array, model shape, file key) -> array` (raising a
@@ -88,6 +102,21 @@ class FamilySpec:
         normalize_architecture: callable `fields -> dict`: fields of
             `keras_vit.architectures.architecture` for the family's builders
             brought to the one form a built model is read back in.
+        architecture_keys: tuple. Builder arguments of the family that fix
+            its weights or what they compute, added to
+            `keras_vit.architectures.ARCHITECTURE_KEYS`.
+        testing_variants: dict. Name -> `(builder, arguments)` of a
+            few-thousand-parameter model, for tests and quick trials
+            (`keras_vit.models.variants.TESTING_VARIANTS`).
+        check_values: callable `(model, values, source)`: raises a ValueError
+            naming `source` when checkpoint values about to be assigned to
+            `model` would silently make it another model (ConViT's frozen
+            gates).
+        upgrade_config: callable `(layer class, config) -> (class, config)`:
+            reads a layer configuration written before the family moved its
+            options out of a shared layer (ConViT's GPSA out of
+            `TransformerBlock`), so that `.keras` files of earlier versions
+            load; returns them unchanged otherwise.
     """
 
     name: str
@@ -101,6 +130,7 @@ class FamilySpec:
     timm_preprocessing: dict = dataclasses.field(default_factory=dict)
     timm_tags: dict = dataclasses.field(default_factory=dict)
     expected_files: str = ""
+    model_kind: str = ""
     block_classes: tuple = ()
     feature_blocks: bool = True
     architecture_of: Optional[Callable] = None
@@ -114,6 +144,10 @@ class FamilySpec:
     features_refusal: str = ""
     ablation_defaults: dict = dataclasses.field(default_factory=dict)
     normalize_architecture: Optional[Callable] = None
+    architecture_keys: tuple = ()
+    testing_variants: dict = dataclasses.field(default_factory=dict)
+    check_values: Optional[Callable] = None
+    upgrade_config: Optional[Callable] = None
 
 
 FAMILIES = {}
@@ -175,7 +209,14 @@ def exported_names(package):
     return sorted(name for spec in FAMILIES.values() for name in spec.exports.get(package, {}))
 
 
-
 def position_weights():
     """The registered families' own position embedding paths (`FamilySpec.position_weight`)."""
     return [spec.position_weight for spec in FAMILIES.values() if spec.position_weight]
+
+
+def upgraded_config(cls, config):
+    """`(class, config)` of a layer configuration, as the registered families read one written earlier."""
+    for spec in FAMILIES.values():
+        if spec.upgrade_config is not None:
+            cls, config = spec.upgrade_config(cls, config)
+    return cls, config

@@ -40,8 +40,8 @@ class _Backbone:
         patches = inspection.layers_of(model, Patches)
         if not self.blocks or len(encoders) != 1 or len(patches) != 1 or len(model.inputs) != 1:
             raise ValueError(
-                "`model` must be a keras_vit model with one patch grid (a ViT, DeiT, hybrid ResNet+ViT "
-                "or ConViT, or a registered family's: built by a keras_vit builder or one of its "
+                "`model` must be a keras_vit model with one patch grid (a ViT, DeiT or hybrid ResNet+ViT, "
+                "or a registered family's: built by a keras_vit builder or one of its "
                 "variants, or loaded from a .keras file of one), with its blocks "
                 f"({', '.join(cls.__name__ for cls in inspection.vit_block_classes())}) at the top level. "
                 f"Received: model={model.name!r}"

@@ -1,9 +1,10 @@
 """What a built keras_vit model is made of, read from its layers.
 
-The weight loader (to check a checkpoint against a model and find its bias
-tables), feature extraction (to tap blocks) and the attention analysis (to run
-blocks one by one) all ask the same questions of a model: which family, which
-blocks in which order, which patch grid. They ask them here, by layer class
+The weight loader (to check a checkpoint against a model), feature extraction
+(to tap blocks) and the attention analysis (to run blocks one by one) all ask
+the same questions of a model: which family, which blocks in which order,
+which patch grid; a registered family's own questions (Swin's bias tables and
+stages) are its folder's, through its spec. They ask them here, by layer class
 and graph order, never by layer name, so that renamed models and models loaded
 from `.keras` files answer the same.
 
@@ -25,7 +26,7 @@ from keras_vit.layers.position import TokenPositionEmbedding
 from keras_vit.layers.relative_attention import RelativeSelfAttention
 from keras_vit.layers.transformer import TransformerBlock
 
-# The family of the models without a folder (ViT, DeiT, hybrid, ConViT), whose checkpoints
+# The family of the models without a folder (ViT, DeiT, hybrid), whose checkpoints
 # share weight names; a registered family names its own (`FamilySpec.name`).
 VIT_FAMILY = "ViT"
 # The hybrid root's max pooling: ours with a static size, Keras' with a dynamic one
@@ -55,12 +56,12 @@ def block_classes():
 
 
 def vit_block_classes():
-    """The block classes that take the patch tokens (and any prefix tokens) of one grid, in graph order."""
+    """The block classes that take the patch tokens (and any prefix tokens) of one grid, as ViT's do."""
     return (TransformerBlock, *families.block_classes(feature_blocks_only=True))
 
 
 def family(model):
-    """`"ViT"` (ViT, DeiT, hybrid, ConViT), a registered family (`"Swin"`, ...) or None (not a keras_vit graph).
+    """`"ViT"` (ViT, DeiT, hybrid), a registered family (`"ConViT"`, `"Swin"`, ...) or None (not a keras_vit graph).
 
     A registered family whose weights are named as ViT's (Axial-ViT: its stem,
     norm and head are ViT's, and only its blocks differ) is of the ViT family
@@ -87,8 +88,8 @@ def patch_encoder(model):
     if encoder is None:
         raise ValueError(
             "`model` has no PatchEncoder, so no single patch grid: expected a keras_vit ViT, "
-            "DeiT, hybrid or ConViT (a model of windows over stages has a grid per block: see "
-            f"`keras_vit.analysis.window_grids`). Received: model={model.name!r}"
+            "DeiT or hybrid, or a registered family's model of one grid (a model of windows over "
+            f"stages has a grid per block: see `keras_vit.analysis.window_grids`). Received: model={model.name!r}"
         )
     return encoder
 
@@ -191,22 +192,17 @@ def resnet_levels(model):
     return [pools[0].input, *stages] if pools else stages
 
 
-def gpsa_blocks(model):
-    """The blocks of `model` whose attention is ConViT's GPSA, in order (`[]` for other models)."""
-    return [block for block in layers_of(model, TransformerBlock) if block.use_gpsa]
-
-
 def has_class_token(model):
     """True when `model` has a class token (pooling `"token"`)."""
     return first_layer(model, ClassToken) is not None
 
 
 def vit_arguments(model):
-    """The `VisionTransformer` / `ConViT` arguments that fix a ViT-like model's weights.
+    """The `VisionTransformer` arguments that fix a ViT-like model's weights.
 
-    Also the ablation switches (ViT App. D.3 Table 8, ConViT Table 3):
-    `position_embedding` and `position_embedding_at` of every ViT-like model,
-    and, with GPSA blocks, ConViT's `train_gating` and `train_gpsa_attention`.
+    Also the ablation switches of ViT App. D.3 (Table 8): `position_embedding`
+    and `position_embedding_at`. A registered family's `architecture_of` adds
+    its own (ConViT's GPSA blocks).
     """
     encoder = first_layer(model, PatchEncoder)
     vit_blocks = layers_of(model, TransformerBlock)
@@ -214,16 +210,11 @@ def vit_arguments(model):
     arguments = {
         "hidden_size": encoder.hidden_size,
         "num_layers": len(vit_blocks),
-        "num_gpsa_layers": sum(block.use_gpsa for block in vit_blocks),
         "distillation": first_layer(model, DistillationToken) is not None,
         **_position_arguments(encoder, vit_blocks, layers_of(model, TokenPositionEmbedding)),
     }
     if vit_blocks:
         arguments.update(num_heads=vit_blocks[0].num_heads, mlp_dim=vit_blocks[0].mlp_dim)
-    gpsa = [block for block in vit_blocks if block.use_gpsa]
-    if gpsa:
-        # ConViT sets both switches alike in every GPSA block.
-        arguments.update(train_gating=gpsa[0].train_gating, train_gpsa_attention=gpsa[0].train_gpsa_attention)
     if patches is not None:
         arguments["patch_size"] = patches.patch_size
     if first_layer(model, StandardizedConv2D) is not None:
@@ -262,8 +253,7 @@ def model_architecture(model):
     if spec is not None and spec.architecture_of is not None:
         builder, arguments = spec.architecture_of(model)
     else:
-        arguments = vit_arguments(model)
-        builder = "ConViT" if arguments["num_gpsa_layers"] else "VisionTransformer"
+        builder, arguments = "VisionTransformer", vit_arguments(model)
         block = first_layer(model, TransformerBlock)
         if hasattr(block, "architecture_arguments"):
             # A registered family's block gives its builder and own arguments.

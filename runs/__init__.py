@@ -6,6 +6,8 @@
 - `runs.students`: Fashion-MNIST slices as IDX files, and trainer runs of the plain ViT
   preset (`train/main.py` in a process of its own) with the preset's schedule scaled to the
   run, and the machine a report names.
+- `runs.reference`: timm and torch as the reference implementation, with the torchvision
+  shim this CPU needs (the tests import it too).
 
 Not part of the installed package: the scripts run from the repository's root.
 """

@@ -15,8 +15,9 @@ import keras
 import numpy as np
 
 from keras_vit import analysis, inspection
-from keras_vit.layers.patching import PatchEncoder
 from keras_vit.files import write_text_atomically
+from keras_vit.layers.patching import PatchEncoder
+from keras_vit.models.convit import gpsa_blocks
 from train import files
 
 # What `--log_analysis` accepts (comma-separated).
@@ -51,7 +52,7 @@ def parse_analyses(value):
 
 def check_model_supports(model, analyses):
     """Raises a one-line `ValueError` when `model` lacks what an analysis reads."""
-    if "gates" in analyses and not inspection.gpsa_blocks(model):
+    if "gates" in analyses and not gpsa_blocks(model):
         raise ValueError("--log_analysis=gates needs a model with GPSA layers (a ConViT). "
                          f"Received: log_analysis={','.join(analyses)!r} for model {model.name!r}")
     if "position_similarity" in analyses and inspection.first_layer(model, PatchEncoder) is None:

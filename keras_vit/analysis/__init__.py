@@ -17,7 +17,7 @@ from keras_vit.analysis.attention import (
     patch_distances,
     rollout_heatmap,
 )
-from keras_vit.analysis.embeddings import gpsa_gating, patch_embedding_components, position_embedding_similarity
+from keras_vit.analysis.embeddings import patch_embedding_components, position_embedding_similarity
 from keras_vit.analysis.flops import (
     encoder_block_macs,
     forward_macs,
@@ -31,7 +31,6 @@ __all__ = [
     "attention_rollout",
     "encoder_block_macs",
     "forward_macs",
-    "gpsa_gating",
     "grid_size",
     "has_class_token",
     "inference_flops",

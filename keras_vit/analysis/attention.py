@@ -133,8 +133,9 @@ def rollout_heatmap(model, images):
         Array `(batch, height, width)` in [0, 1] (each map divided by its maximum).
 
     Raises:
-        ValueError: for a Swin model (no single token grid) or an Axial-ViT
-            (no attention over the whole sequence), naming it.
+        ValueError: for a model whose blocks do not attend over the whole
+            token sequence (Swin's windows, Axial-ViT's rows and columns;
+            `FamilySpec.attends_within`), naming it.
     """
     inspection.check_whole_sequence_attention(model, "Attention rollout")
     grid = grid_size(model)

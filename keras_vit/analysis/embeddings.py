@@ -1,4 +1,4 @@
-"""Position-embedding similarity, patch-embedding filters and GPSA gates (ViT Fig. 7, ConViT Fig. 6)."""
+"""Position-embedding similarity and patch-embedding filters (ViT Fig. 7)."""
 
 import numpy as np
 from keras import ops
@@ -46,15 +46,3 @@ def patch_embedding_components(model, num_components=28):
     k = min(num_components, vt.shape[0])
     explained = singular**2 / (singular**2).sum()
     return vt[:k].reshape(k, ph, pw, channels), explained[:k]
-
-
-def gpsa_gating(model):
-    """`sigma(lambda_h)` of every GPSA layer: the weight of positional attention (ConViT Fig. 6).
-
-    Returns:
-        Array `(gpsa_layers, heads)`; 1 means purely positional, 0 purely content.
-    """
-    gates = [1.0 / (1.0 + np.exp(-_numpy(block.attention.gating))) for block in inspection.gpsa_blocks(model)]
-    if not gates:
-        raise ValueError(f"Model {model.name!r} has no GPSA layers (only ConViT models do).")
-    return np.stack(gates)

@@ -23,7 +23,6 @@ import math
 
 from keras_vit.families import layer_macs
 from keras_vit.layers.bit import ResNetStage, StandardizedConv2D
-from keras_vit.layers.gpsa import GPSA
 from keras_vit.layers.patching import PatchEncoder
 from keras_vit.layers.relative_attention import RelativeSelfAttention
 from keras_vit.layers.transformer import TransformerBlock
@@ -60,12 +59,10 @@ def encoder_block_macs(num_tokens, width, mlp_dim, attended=None):
 def block_macs(block, length, width):
     """MACs of one `TransformerBlock` on `length` tokens of `width`.
 
-    GPSA's positional scores and relative attention's query-offset products
-    (`q r^T`: `N^2 D`) included.
+    Relative attention's query-offset products (`q r^T`: `N^2 D`) included; a
+    registered family counts its own blocks (ConViT's GPSA positional scores).
     """
     macs = encoder_block_macs(length, width, block.mlp_dim)
-    if isinstance(block.attention, GPSA):
-        macs += length * length * 3 * block.num_heads  # v_pos . r_ij
     if isinstance(block.attention, RelativeSelfAttention):
         macs += length * length * width
     return macs
@@ -160,7 +157,8 @@ def forward_macs(model):
         )
     total = 0
     for layer in model.layers:
-        # A registered family counts its own layers (`FamilySpec.layer_macs`).
+        # A registered family's layers, by its own count (`FamilySpec.layer_macs`): asked first, since
+        # a family's block may be a `TransformerBlock` with more to count (ConViT's GPSA).
         registered = layer_macs(layer)
         if registered is not None:
             total += registered

@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from keras_vit import families
+
 
 def _pyplot():
     # Imported on use: matplotlib is only needed for figures (extra "analysis").
@@ -78,17 +80,10 @@ def plot_embedding_filters(components, columns=7):
     return fig
 
 
-def plot_gpsa_gating(gates):
-    """sigma(lambda_h) per GPSA layer, a line per head and their mean in black (ConViT Fig. 6)."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    layers = np.arange(1, gates.shape[0] + 1)
-    for h in range(gates.shape[1]):
-        ax.plot(layers, gates[:, h], alpha=0.6)
-    ax.plot(layers, gates.mean(axis=1), color="black", linewidth=2, label="mean")
-    ax.set_ylim(0, 1)
-    ax.set_xlabel("GPSA layer")
-    ax.set_ylabel(r"Gating $\sigma(\lambda_h)$")
-    ax.legend()
-    fig.tight_layout()
-    return fig
+def __getattr__(name):
+    # A family's figure kept in its folder, answered here where it was public before.
+    return families.exported(__name__, name)
+
+
+def __dir__():
+    return sorted({*globals(), *families.exported_names(__name__)})

@@ -10,7 +10,6 @@ from keras_vit import families
 from keras_vit.layers.attention import MultiHeadSelfAttention, attention_kernels
 from keras_vit.layers.code_paths import code_path
 from keras_vit.layers.bit import BottleneckUnit, ResNetStage, StandardizedConv2D
-from keras_vit.layers.gpsa import GPSA
 from keras_vit.layers.image_check import ImageShapeCheck
 from keras_vit.layers.patching import PatchEncoder, Patches
 from keras_vit.layers.masking import PatchCorruption
@@ -30,7 +29,6 @@ __all__ = [
     "ClassTokenPooling",
     "DistillationToken",
     "DistillationTokenPooling",
-    "GPSA",
     "ImageShapeCheck",
     "LayerNormalization",
     "MLPBlock",

@@ -1,6 +1,6 @@
 """Multi-head self-attention (ViT App. A), and the attention path it shares with ConViT's GPSA.
 
-Both `MultiHeadSelfAttention` and `keras_vit.layers.gpsa.GPSA` project queries,
+Both `MultiHeadSelfAttention` and ConViT's `GPSA` (`keras_vit.models.convit.gpsa`) project queries,
 keys and values with fused dense layers and share one explicit attention path
 (`_AttentionBase`) that returns the attention probabilities, which is what the
 analysis tools read. `MultiHeadSelfAttention` also has a fused path

@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
+from keras_vit import families
 from keras_vit.layers.attention import MultiHeadSelfAttention
-from keras_vit.layers.gpsa import GPSA
 from keras_vit.layers.dtype_policies import resolve_dtype_policies, with_quantized_dtypes
 from keras_vit.layers.mlp import MLPBlock
 from keras_vit.layers.normalization import LayerNormalization
@@ -217,11 +217,10 @@ class TransformerBlock(PreNormBlock):
 
     `z' = z + DropPath(Dropout(MSA(LN(z))))`, `z'' = z' + DropPath(MLP(LN(z')))`.
     Dropout follows every dense layer but the qkv projection (ViT App. B.1). With
-    `use_gpsa` the attention is ConViT's gated positional self-attention, whose
-    gates (`train_gating`) or all of whose weights (`train_gpsa_attention`)
-    ConViT's ablations freeze (Table 3); with `relative_positions`,
-    self-attention with the 1-D relative position logits of ViT App. D.3
-    (`RelativeSelfAttention`).
+    `relative_positions`, self-attention with the 1-D relative position logits
+    of ViT App. D.3 (`RelativeSelfAttention`). A family's block with another
+    attention subclasses it and overrides `_make_attention` (ConViT's
+    `GPSABlock`, in `keras_vit.models.convit`).
 
     Args:
         num_heads: int. Number of attention heads.
@@ -233,25 +232,10 @@ class TransformerBlock(PreNormBlock):
             Defaults to 0.
         layer_norm_epsilon: float. Defaults to 1e-6, as in the reference.
         qkv_bias: bool. Bias in the qkv projection. Defaults to `True`.
-        use_gpsa: bool. Use `GPSA` instead of `MultiHeadSelfAttention`.
-            Defaults to `False`.
-        grid_size: tuple of 2 ints. Patch grid, needed with `use_gpsa`.
-        locality_strength: float. GPSA's convolutional-init strength.
-            Defaults to 1.
-        use_local_init: bool. GPSA's convolutional initialization. Defaults to
-            `True`.
-        train_gating: bool. `False` fixes GPSA's gates at `lambda_h = 0`, a
-            non-trainable weight (`GPSA`'s `train_gating`; ConViT Table 3
-            (b)). Only with `use_gpsa`. Defaults to `True`.
-        train_gpsa_attention: bool. `False` makes every weight of the GPSA
-            layer non-trainable, frozen at its initialization (or at the
-            values a checkpoint loads); the LayerNorms and the MLP still
-            train (ConViT Table 3 (f), (g)). Only with `use_gpsa`. Defaults
-            to `True`.
         relative_positions: int or None. The number of patch tokens (after
             the prefix tokens, in raster order) between which the attention
             adds 1-D relative position logits (`RelativeSelfAttention`); None
-            for none. Not with `use_gpsa`. Defaults to `None`.
+            for none. Defaults to `None`.
         relative_position_initializer: Initializer of the relative
             embeddings. Defaults to `None`: `RelativeSelfAttention`'s, a
             normal with standard deviation 0.02.
@@ -283,12 +267,6 @@ class TransformerBlock(PreNormBlock):
         drop_path_rate=0.0,
         layer_norm_epsilon=1e-6,
         qkv_bias=True,
-        use_gpsa=False,
-        grid_size=None,
-        locality_strength=1.0,
-        use_local_init=True,
-        train_gating=True,
-        train_gpsa_attention=True,
         relative_positions=None,
         relative_position_initializer=None,
         kernel_initializer="glorot_uniform",
@@ -307,27 +285,8 @@ class TransformerBlock(PreNormBlock):
             check_rate(rate, name)
         check_bool(remat, "remat")
         check_remat_without_dropout(remat, dropout_rate, attention_dropout_rate)
-        if use_gpsa and grid_size is None:
-            raise ValueError(
-                "`grid_size` (rows, cols of the patch grid) is required with "
-                f"`use_gpsa=True`. Received: grid_size={grid_size}"
-            )
-        check_bool(train_gating, "train_gating")
-        check_bool(train_gpsa_attention, "train_gpsa_attention")
-        if not use_gpsa and not (train_gating and train_gpsa_attention):
-            # Silently ignoring them would train what the caller meant to freeze.
-            raise ValueError(
-                "`train_gating` and `train_gpsa_attention` freeze parts of GPSA, so turning them off "
-                f"needs use_gpsa=True. Received: train_gating={train_gating}, "
-                f"train_gpsa_attention={train_gpsa_attention}, use_gpsa={use_gpsa!r}"
-            )
         if relative_positions is not None:
             check_positive_int(relative_positions, "relative_positions")
-            if use_gpsa:
-                raise ValueError(
-                    "`relative_positions` adds relative logits to plain self-attention, not to GPSA. "
-                    f"Received: relative_positions={relative_positions}, use_gpsa=True"
-                )
         self.num_heads = num_heads
         self.mlp_dim = mlp_dim
         self.dropout_rate = dropout_rate
@@ -335,12 +294,6 @@ class TransformerBlock(PreNormBlock):
         self.drop_path_rate = drop_path_rate
         self.layer_norm_epsilon = layer_norm_epsilon
         self.qkv_bias = qkv_bias
-        self.use_gpsa = use_gpsa
-        self.grid_size = None if grid_size is None else tuple(grid_size)
-        self.locality_strength = locality_strength
-        self.use_local_init = use_local_init
-        self.train_gating = train_gating
-        self.train_gpsa_attention = train_gpsa_attention
         self.relative_positions = relative_positions
         # Left None without relative attention: a random initializer draws its
         # seed from Python's generator when it is made, which would change the
@@ -353,29 +306,19 @@ class TransformerBlock(PreNormBlock):
             mlp_bias_initializer or keras.initializers.RandomNormal(stddev=1e-6)
         )
         self.remat = remat
-        if use_gpsa:
-            # Surfaces GPSA's argument errors at construction time.
-            self._make_attention()
 
-    def _make_attention(self):
-        common = dict(
+    def _attention_arguments(self):
+        """The arguments every attention of the block takes, for `_make_attention` and its overrides."""
+        return dict(
             num_heads=self.num_heads,
             attention_dropout_rate=self.attention_dropout_rate,
             kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,
             name="attention",
         )
-        if self.use_gpsa:
-            return GPSA(
-                grid_size=self.grid_size,
-                locality_strength=self.locality_strength,
-                use_local_init=self.use_local_init,
-                qk_bias=self.qkv_bias,
-                train_gating=self.train_gating,
-                # Keras' own freeze: every weight the layer creates is non-trainable.
-                trainable=self.train_gpsa_attention,
-                **common,
-            )
+
+    def _make_attention(self):
+        common = self._attention_arguments()
         if self.relative_positions is not None:
             return RelativeSelfAttention(
                 num_patches=self.relative_positions,
@@ -396,12 +339,6 @@ class TransformerBlock(PreNormBlock):
                 "drop_path_rate": self.drop_path_rate,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "qkv_bias": self.qkv_bias,
-                "use_gpsa": self.use_gpsa,
-                "grid_size": self.grid_size,
-                "locality_strength": self.locality_strength,
-                "use_local_init": self.use_local_init,
-                "train_gating": self.train_gating,
-                "train_gpsa_attention": self.train_gpsa_attention,
                 "relative_positions": self.relative_positions,
                 "relative_position_initializer": (
                     None
@@ -414,3 +351,13 @@ class TransformerBlock(PreNormBlock):
             }
         )
         return with_quantized_dtypes(self, config)
+
+    @classmethod
+    def from_config(cls, config):
+        # A configuration written before a family moved its options out of this block
+        # (ConViT's GPSA) is read by the family (`FamilySpec.upgrade_config`), which may
+        # name its own block class for it: `.keras` files of earlier versions load.
+        target, config = families.upgraded_config(cls, config)
+        if target is not cls:
+            return target.from_config(config)
+        return super().from_config(config)

@@ -144,3 +144,15 @@ def check_remat_without_dropout(remat, dropout_rate, attention_dropout_rate):
             f"remat=False. Received: remat=True, {received}"
         )
 
+
+
+def key_ignoring_case(name, keys):
+    """The key of `keys` that `name` spells in any case, or None (also for a `name` that is not a str).
+
+    The known checkpoint names are matched so: `"vit_b16/AugReg"` is
+    `"ViT_B16/augreg"`.
+    """
+    if not isinstance(name, str):
+        return None
+    wanted = name.lower()
+    return next((key for key in keys if key.lower() == wanted), None)

@@ -7,6 +7,7 @@ from keras_vit.models.variants import VARIANTS, build_variant
 
 # The families in folders register themselves on import (`keras_vit.models.registration`),
 # in the order of the table; their builders join it (`variants.BUILDERS`, `NAMED_BUILDERS`).
+from keras_vit.models import convit  # noqa: F401
 from keras_vit.models import swin  # noqa: F401
 from keras_vit.models import axial  # noqa: F401
 from keras_vit.models import dinov2  # noqa: F401

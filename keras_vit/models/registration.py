@@ -9,6 +9,8 @@ the parameter-count test see them like any other. Registering a name twice,
 or a variant or checkpoint another family holds, is refused.
 """
 
+import importlib
+
 from keras_vit import architectures
 from keras_vit.families import FAMILIES, FamilySpec
 from keras_vit.models import variants
@@ -20,6 +22,15 @@ def _check_free(table, entries, what, family):
     taken = sorted(set(entries) & set(table))
     if taken:
         raise ValueError(f"Family {family!r} registers {what} that exist already: {taken}")
+
+
+def _check_hooks(spec):
+    """Refuses hooks that need a partner the spec lacks, before the loader would fail on them."""
+    pairs = (("checkpoint_layout", "convert"), ("convert", "checkpoint_layout"),
+             ("position_weight", "resample_position"))
+    for given, needed in pairs:
+        if getattr(spec, given) and not getattr(spec, needed):
+            raise ValueError(f"Family {spec.name!r} gives `{given}` without `{needed}`.")
 
 
 def register_family(spec):
@@ -35,8 +46,10 @@ def register_family(spec):
 
     Raises:
         ValueError: for a spec that is not a `FamilySpec`, a family
-            registered already, or a variant, builder or checkpoint name
-            another family holds.
+            registered already, a variant, builder, checkpoint or export name
+            another family (or `keras_vit.models.variants`) holds, or a hook
+            without its partner (a layout without a converter, a position
+            weight without its resampling). Nothing is registered then.
     """
     if not isinstance(spec, FamilySpec):
         raise ValueError(f"`spec` must be a keras_vit.families.FamilySpec. Received: spec={spec!r}")
@@ -45,6 +58,7 @@ def register_family(spec):
     unknown = sorted({builder for builder, _ in spec.architectures.values()} - set(spec.builders))
     if unknown:
         raise ValueError(f"Family {spec.name!r} has variants of builders it does not give: {unknown}")
+    _check_hooks(spec)
     named = {name: (spec.builders[builder], config) for name, (builder, config) in spec.architectures.items()}
     tables = (
         (variants.BUILDERS, spec.builders, "builders"),
@@ -55,6 +69,7 @@ def register_family(spec):
         (preprocessing_tables.TIMM_PREPROCESSING, spec.timm_preprocessing, "timm preprocessing"),
         (preprocessing_tables.TIMM_PRETRAINED_TAGS, spec.timm_tags, "timm tags"),
         (architectures.ABLATION_DEFAULTS, spec.ablation_defaults, "ablation defaults"),
+        (variants.TESTING_VARIANTS, spec.testing_variants, "testing variants"),
         (architectures.NORMALIZERS,
          dict.fromkeys(spec.builders, spec.normalize_architecture) if spec.normalize_architecture else {},
          "architecture normalizers"),
@@ -62,9 +77,22 @@ def register_family(spec):
     # Every table is checked before any is written: a refused family leaves none half-filled.
     for table, entries, what in tables:
         _check_free(table, entries, what, spec.name)
+    # The builders become attributes of `keras_vit.models.variants` (and of `keras_vit`):
+    # a name that module already has would be replaced.
+    _check_free(vars(variants), [*spec.builders, *spec.architectures], "names", spec.name)
+    for package, names in spec.exports.items():
+        _check_free({name for other in FAMILIES.values() for name in other.exports.get(package, {})}, names,
+                    f"{package} exports", spec.name)
     for table, entries, _ in tables:
         table.update(entries)
+    architectures.ARCHITECTURE_KEYS.extend(
+        key for key in spec.architecture_keys if key not in architectures.ARCHITECTURE_KEYS)
     if spec.without_checkpoints:
         variants.WITHOUT_CHECKPOINTS.update(dict.fromkeys(spec.builders, spec.without_checkpoints))
     FAMILIES[spec.name] = spec
+    for package, names in spec.exports.items():
+        # `from package import *` takes them too.
+        module = importlib.import_module(package)
+        if hasattr(module, "__all__"):
+            module.__all__ = [*module.__all__, *names]
     return variants.add_named_builders(spec.architectures)

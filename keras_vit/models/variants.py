@@ -4,25 +4,24 @@ import difflib
 import inspect
 
 from keras_vit.architectures import ARCHITECTURES, architecture
-from keras_vit.models.convit import ConViT
 from keras_vit.models.vit import VisionTransformer
 from keras_vit.weights.registry import KNOWN_CHECKPOINTS, check_fits, find_checkpoint, is_checkpoint_file
 
 # Builder name -> builder; a registered family adds its own (`register_family`).
-BUILDERS = {"VisionTransformer": VisionTransformer, "ConViT": ConViT}
+BUILDERS = {"VisionTransformer": VisionTransformer}
 # Builder name -> why no checkpoint of its models was published (a registered
 # family's `without_checkpoints`): such builders refuse `weights` themselves,
 # with the reason, before the registry would be asked for a name it cannot know.
 WITHOUT_CHECKPOINTS = {}
 
 # name -> (builder, keyword arguments), from the one table.
-VARIANTS = {name: (BUILDERS[builder], config) for name, (builder, config) in ARCHITECTURES.items()
-            if builder in BUILDERS}
+VARIANTS = {name: (BUILDERS[builder], config) for name, (builder, config) in ARCHITECTURES.items()}
 """Every named variant: `name -> (builder, table arguments)`, from
 `keras_vit.architectures.ARCHITECTURES`.
 """
 
-# A few-thousand-parameter model of each family, for tests and quick trials.
+# A few-thousand-parameter model of each family, for tests and quick trials; a registered
+# family adds its own (`FamilySpec.testing_variants`).
 TESTING_VARIANTS = {
     "vit": (VisionTransformer, dict(image_size=32, patch_size=8, hidden_size=32, num_layers=2,
                                     num_heads=2, mlp_dim=64, num_classes=10)),
@@ -32,8 +31,6 @@ TESTING_VARIANTS = {
     "deit": (VisionTransformer, dict(image_size=32, patch_size=8, hidden_size=32, num_layers=2,
                                      num_heads=2, mlp_dim=64, num_classes=10, preprocessing="imagenet",
                                      initialization="deit", distillation=True)),
-    "convit": (ConViT, dict(image_size=32, patch_size=8, hidden_size=32, num_layers=3,
-                            num_heads=4, mlp_dim=64, num_gpsa_layers=2, num_classes=10)),
 }
 
 
@@ -51,7 +48,7 @@ def build_variant(variant, /, weights=None, **kwargs):
             or downloaded. Variants of a family without checkpoints
             (Axial-ViT) take None only.
         **kwargs: Any argument of the variant's builder (`VisionTransformer`,
-            `ConViT`, or a registered family's: `SwinTransformer`, ...).
+            or a registered family's: `ConViT`, `SwinTransformer`, ...).
 
     Returns:
         A `keras.Model`.

@@ -1,22 +1,14 @@
 """The evaluation preprocessing of every known checkpoint, as its authors' code applied it.
 
-(Over 400 lines on purpose: the table transcribes four projects' evaluation code, each
-entry beside its source, and the lookups that read it belong with it.)
-
 Each entry of `CHECKPOINT_PREPROCESSING` was read from the code that evaluated
-the checkpoint, cited in its `source`:
+the checkpoint, cited in its `source`; a family in its folder keeps its own
+entries there (ConViT's, Swin's, DINOv2's: `keras_vit.models.<family>`), and
+registering it adds them here. The ones transcribed in this module:
 
 - DeiT (facebookresearch/deit `datasets.py`, `build_transform`): PIL bicubic
   resize of the shorter side to `int(input_size / eval_crop_ratio)` with
   `--eval-crop-ratio 0.875` (`main.py`), then a centre crop: 224 -> 256 -> 224,
   384 -> 438 -> 384 (README_deit.md evaluates the 384 px models so).
-- ConViT (facebookresearch/convit `datasets.py`, `build_transform`): the same
-  transform written as `int((256 / 224) * input_size)`.
-- Swin (microsoft/Swin-Transformer `data/build.py`, `build_transform`, and
-  `config.py`): with `TEST.CROP` True (the default) and `DATA.INTERPOLATION`
-  "bicubic", `int((256 / 224) * IMG_SIZE)` and a centre crop; the 384 px
-  fine-tuning configs (`configs/swin/*_384_*finetune.yaml`) set `TEST.CROP`
-  False, which resizes the whole image to `(IMG_SIZE, IMG_SIZE)`.
 - ViT, original release and AugReg `.npz` (google-research/vision_transformer
   `vit_jax/input_pipeline.py`, `get_data`): the evaluation branch resizes the
   whole image with `tf.image.resize(im, [image_size, image_size])` (bilinear,
@@ -39,7 +31,7 @@ import difflib
 import math
 import numbers
 
-from keras_vit.layers.validation import check_bool, check_positive_int
+from keras_vit.layers.validation import check_bool, check_positive_int, key_ignoring_case
 
 CROP_MODES = ("center", "squash")
 # The resize filters (PIL's and TensorFlow's names agree for these).
@@ -200,11 +192,6 @@ _DEIT = (
     "eval_crop_ratio), interpolation=3 [bicubic]) of the PIL image, CenterCrop(input_size), "
     "Normalize(IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD); main.py --eval-crop-ratio 0.875"
 )
-_CONVIT = (
-    "facebookresearch/convit datasets.py build_transform (eval): transforms.Resize(int((256 / 224) * "
-    "input_size), interpolation=3 [bicubic]), CenterCrop(input_size), Normalize(IMAGENET_DEFAULT_MEAN, "
-    "IMAGENET_DEFAULT_STD)"
-)
 _VIT_JAX = (
     "google-research/vision_transformer vit_jax/input_pipeline.py get_data (eval branch): "
     "tf.image.resize(im, [image_size, image_size]) (bilinear, no antialiasing, float), then "
@@ -242,8 +229,6 @@ def _authors_table():
     for variant, image_size in (("DeiT_Ti16", 224), ("DeiT_S16", 224), ("DeiT_B16", 224), ("DeiT_B16_384", 384)):
         table[f"{variant}/imagenet"] = _authors_center(image_size, _DEIT)
         table[f"{variant}_distilled/imagenet"] = _authors_center(image_size, _DEIT)
-    for variant in ("ConViT_Ti", "ConViT_S", "ConViT_B"):
-        table[f"{variant}/imagenet"] = _authors_center(224, _CONVIT)
     return table
 
 
@@ -254,7 +239,7 @@ CHECKPOINT_PREPROCESSING = _authors_table()
 
 # -- timm's re-tuned values -----------------------------------------------------------------------
 
-# timm's pretrained_cfg (timm/models/{vision_transformer,deit,convit,swin_transformer}.py,
+# timm's pretrained_cfg (timm/models/{vision_transformer,deit}.py,
 # default_cfgs; read from timm 1.0.31): every one bicubic on PIL images, crop_mode "center"
 # (timm gives "squash" only to newer checkpoints, none of these).
 def _timm_tags():
@@ -276,10 +261,6 @@ def _timm_tags():
         "ViT_L16/augreg": ("vit_large_patch16_224.augreg_in21k_ft_in1k", 224, 0.9),
         "R_ViT_Ti16/augreg": ("vit_tiny_r_s16_p8_224.augreg_in21k_ft_in1k", 224, 0.9),
         "R26_ViT_S32/augreg": ("vit_small_r26_s32_224.augreg_in21k_ft_in1k", 224, 0.9),
-        # timm/models/convit.py's _cfg sets no crop_pct: timm's default, 0.875.
-        "ConViT_Ti/imagenet": ("convit_tiny.fb_in1k", 224, 0.875),
-        "ConViT_S/imagenet": ("convit_small.fb_in1k", 224, 0.875),
-        "ConViT_B/imagenet": ("convit_base.fb_in1k", 224, 0.875),
         "DeiT_B16_384/imagenet": ("deit_base_patch16_384.fb_in1k", 384, 1.0),
         "DeiT_B16_384_distilled/imagenet": ("deit_base_distilled_patch16_384.fb_in1k", 384, 1.0),
     }
@@ -323,7 +304,7 @@ from the authors' (`eval_config(..., reference="timm")`).
 
 def _known_names_hint(name):
     close = difflib.get_close_matches(str(name), list(CHECKPOINT_PREPROCESSING), n=3, cutoff=0.6)
-    # One name of each of four variants, spread over the table (every family's, once registered).
+    # Four names spread over the table (every family's, once registered), as examples.
     names = list(CHECKPOINT_PREPROCESSING)
     examples = close or names[:: max(1, len(names) // 4)][:4]
     label = "Close names" if close else "Known names include"
@@ -346,10 +327,9 @@ def checkpoint_key(name, argument="name"):
     Raises:
         ValueError: for an unknown name, with close or example names.
     """
-    if isinstance(name, str):
-        key = next((k for k in CHECKPOINT_PREPROCESSING if k.lower() == name.lower()), None)
-        if key is not None:
-            return key
+    key = key_ignoring_case(name, CHECKPOINT_PREPROCESSING)
+    if key is not None:
+        return key
     raise ValueError(f"`{argument}` must be a known checkpoint name. {_known_names_hint(name)}. "
                      f"Received: {argument}={name!r}")
 

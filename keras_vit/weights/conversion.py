@@ -22,8 +22,8 @@ from keras_vit.weights.huggingface import (
 OFFICIAL_VIT, TIMM_VIT, KERAS_VIT = "official ViT", "timm ViT", "keras_vit"
 EXPECTED_FILES = {
     VIT_FAMILY: (
-        "a ViT, hybrid or ConViT checkpoint: an official ViT or big_vision .npz, a timm "
-        "ViT/DeiT/hybrid/ConViT or transformers ViT/DeiT state dict (.safetensors) or a "
+        "a ViT, DeiT or hybrid checkpoint: an official ViT or big_vision .npz, a timm "
+        "ViT/DeiT/hybrid or transformers ViT/DeiT state dict (.safetensors) or a "
         "keras_vit .keras file of one"
     ),
 }
@@ -35,8 +35,8 @@ class Conversion:
 
     Attributes:
         layout: str. The layout the keys were read in, e.g. `"timm Swin"`.
-        family: str or None. `"ViT"` (ViT, hybrid, ConViT) or a registered
-            family's name (`"Swin"`, ...); None for a `.keras` file of none.
+        family: str or None. `"ViT"` (ViT, DeiT, hybrid) or a registered
+            family's name (`"ConViT"`, `"Swin"`, ...); None for a `.keras` file of none.
         weights: dict. keras_vit paths to arrays in Keras layout.
         position: array or None. The patch position embeddings (ViT's, or
             Swin's absolute one) as a sequence or a grid.

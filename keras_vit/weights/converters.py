@@ -219,12 +219,12 @@ def _torch_param(path, value):
 
 
 def convert_timm(arrays):
-    """timm-style ViT, DeiT, hybrid (`vit_*_r*`) and ConViT state dicts.
+    """timm-style ViT, DeiT and hybrid (`vit_*_r*`) state dicts.
 
-    ConViT's `pos_embed` has no class slot (its class token joins after the GPSA
-    blocks); a ViT's has one when the dict has a `cls_token`, and a distilled
-    DeiT's (`dist_token`, `head_dist`) a second one for the distillation token,
-    in the order `[class, distillation, patches]`.
+    `pos_embed` has a class slot when the dict has a `cls_token`, and a
+    distilled DeiT's (`dist_token`, `head_dist`) a second one for the
+    distillation token, in the order `[class, distillation, patches]`. (A
+    family whose `pos_embed` has none, ConViT's, takes it out first.)
     """
     if "fc_norm.weight" in arrays:
         raise ValueError(
@@ -238,7 +238,6 @@ def convert_timm(arrays):
             "`deit3_*` and similar) have no keras_vit equivalent; keras_vit's DeiT is the "
             "original DeiT (`deit_*_patch16_*`)."
         )
-    is_convit = any(key.endswith("attn.gating_param") for key in arrays)
     weights, unused, position = {}, {}, None
     for key, value in arrays.items():
         path = None
@@ -248,7 +247,7 @@ def convert_timm(arrays):
             weights["distillation_token/token"] = value.reshape(-1)
         elif key == "pos_embed":
             sequence = _sequence(key, value)
-            if "cls_token" in arrays and not is_convit:
+            if "cls_token" in arrays:
                 weights["class_token/position_embedding"] = sequence[0]
                 sequence = sequence[1:]
                 if "dist_token" in arrays:
@@ -301,7 +300,8 @@ def convert_keras(arrays):
     position = weights.pop("patch_encoder/position_embedding", None)
     for name in position_weights():
         # A registered family's own position embedding (Swin's absolute one).
-        position = weights.pop(name, None) if position is None else position
+        if position is None:
+            position = weights.pop(name, None)
     return weights, position, {}
 
 

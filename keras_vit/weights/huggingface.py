@@ -50,7 +50,7 @@ _TOP = {
     "distillation_classifier.bias": "head_dist.bias",
 }
 # Block submodules of both namings -> timm's, for ViT, DeiT and Swin alike (Swin
-# adds its relative position bias table: `keras_vit.weights.swin`).
+# adds its relative position bias table: `keras_vit.models.swin.checkpoints`).
 BLOCK_RULES = (
     (r"layernorm_before\.(weight|bias)", "norm1.{0}"),
     (r"layernorm_after\.(weight|bias)", "norm2.{0}"),

@@ -60,9 +60,10 @@ def _check_family(conversion, model, source):
     if family is None or conversion.family is None or conversion.family == family:
         return
     if family in FAMILIES:
-        kind, expected = f"a {family} model", FAMILIES[family].expected_files
+        spec = FAMILIES[family]
+        kind, expected = spec.model_kind or f"a {family} model", spec.expected_files
     else:
-        kind, expected = "a ViT, hybrid or ConViT", EXPECTED_FILES[family]
+        kind, expected = "a ViT, DeiT or hybrid", EXPECTED_FILES[family]
     raise ValueError(
         f"{source} holds a {conversion.family} checkpoint ({conversion.layout} layout) and "
         f"cannot be loaded into the model {model.name!r}, {kind}; expected {expected}."
@@ -119,8 +120,9 @@ def load_weights(
     `ViTForImageClassification`, `DeiTForImageClassificationWithTeacher`, ...;
     see `keras_vit.weights.huggingface`), Swin state dicts in timm's,
     Microsoft's or transformers' layout (see `keras_vit.models.swin.checkpoints`) and
-    keras_vit `.keras` files. A checkpoint of one family (ViT, DeiT, hybrid,
-    ConViT; or Swin) is refused for a model of the other.
+    keras_vit `.keras` files. A checkpoint of one family (ViT, DeiT, hybrid;
+    or a registered family's: ConViT, Swin, DINOv2) is refused for a model of
+    another.
 
     - Position embeddings of another grid are resampled in 2D (ViT Sec. 3.2):
       by default bilinearly for a ViT (PyTorch's `align_corners=False`, as
@@ -198,11 +200,14 @@ def load_weights(
     spec = FAMILIES.get(inspection.family(model))
     position_name, resample = _POSITION, resample_position_embedding
     if spec is not None and spec.position_weight:
-        # The family's own position embedding and resampling (Swin's absolute one: bicubic).
-        position_name, resample = spec.position_weight, spec.resample_position
+        # The family's own position embedding (Swin's absolute one).
+        position_name = spec.position_weight
+    if spec is not None and spec.resample_position is not None:
+        # The family's own default (Swin's: bicubic; ConViT's: ViT's bilinear).
+        resample = spec.resample_position
     elif spec is not None and position_interpolation is None:
         # A registered ViT-like family's model resamples a checkpoint's grid as it
-        # resamples per call: its builder set that as the reference does.
+        # resamples per call: its builder set that as the reference does (DINOv2).
         encoder = inspection.patch_encoder(model)
         position_interpolation, position_antialias = encoder.interpolation, encoder.antialias
     if position_interpolation is not None:
@@ -216,7 +221,9 @@ def load_weights(
     if strict and not report.exact:
         problems = [n for n, *_ in report.resampled + report.skipped + report.missing]
         raise ValueError(f"{source}: strict loading found mismatches for {problems}\n{report.table()}")
-    _check_frozen_gates(model, values, source)
+    if spec is not None and spec.check_values is not None:
+        # What the family refuses to assign (ConViT's learned gates into frozen ones).
+        spec.check_values(model, values, source)
     _assign_all(variables, values)
     return report
 
@@ -330,26 +337,6 @@ def _complete(variables, values, replaced_head, source, report):
         for name in values
         if name not in resampled and not (replaced_head and name.split("/")[0] in _HEADS)
     )
-
-
-def _check_frozen_gates(model, values, source):
-    """Refuses learned gates for a ConViT whose gates are frozen at 0 (`train_gating=False`).
-
-    Table 3 (b) defines the model by `lambda_h = 0`: a checkpoint's learned
-    gates would silently make it another model. A checkpoint of such a model
-    (its gates 0) loads.
-    """
-    for block in inspection.gpsa_blocks(model):
-        if block.train_gating:
-            continue
-        gate = block.attention.gating.path
-        if gate in values and np.any(np.asarray(values[gate]) != 0):
-            raise ValueError(
-                f"{source}: the model's GPSA gates are frozen at 0 (`train_gating=False`, ConViT Table 3 (b)) "
-                f"and the checkpoint's are not ({gate}: {np.round(np.asarray(values[gate]), 3).tolist()}). "
-                "Build the model with train_gating=True to load them. Received: "
-                f"checkpoint={source!r}, train_gating=False"
-            )
 
 
 def _assign_all(variables, values):

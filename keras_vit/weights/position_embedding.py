@@ -112,7 +112,7 @@ def resample_bias_table(table, new_window_size, window_size=None):
 
     The `((2 Mh - 1) * (2 Mw - 1), heads)` table is a `(2 Mh - 1, 2 Mw - 1)`
     grid of offsets per head, rows before columns (the layout of
-    `keras_vit.layers.window_attention.relative_position_index`); each head's
+    `keras_vit.models.swin.window_attention.relative_position_index`); each head's
     grid is resampled bicubically, as Microsoft's code does when fine-tuning
     with larger windows.
 

@@ -26,6 +26,7 @@ import keras
 
 from keras_vit.architectures import ABLATION_DEFAULTS, ARCHITECTURES, architecture, differing_keys, mismatches
 from keras_vit.files import file_sha256, write_text_atomically
+from keras_vit.layers.validation import key_ignoring_case
 
 
 # Cache root for downloads; `None` is Keras' own (`~/.keras` or $KERAS_HOME).
@@ -73,9 +74,6 @@ _LEARNED_1D = {**_RGB, "position_embedding": "learned_1d", "position_embedding_a
 _FT384 = {**_LEARNED_1D, "num_classes": 1000, "image_size": 384}
 # Pre-trained on ImageNet-21k: 21843 classes and a pre-logits layer (ViT Sec. 3.1).
 _I21K = {**_LEARNED_1D, "num_classes": 21843, "image_size": 224}
-# ConViT's checkpoints learned their gates (ConViT Table 3 (a)); their attention
-# loads into a model that freezes it (`train_gpsa_attention=False`) as into one that trains it.
-_CONVIT = {"num_classes": 1000, "image_size": 224, "train_gating": True}
 
 
 # Where each release reports its checkpoints' ImageNet-1k top-1, or why there is no figure.
@@ -85,7 +83,6 @@ _PRETRAINING_HEAD = "none: an ImageNet-21k pre-training head"
 _AUGREG_224 = ("not reported here: vision_transformer's README gives the AugReg 384 px fine-tunes only, and the "
                "release's index.csv (adapt_final_test) could not be read where this table was made")
 _DEIT_ZOO = "facebookresearch/deit README_deit.md, Model Zoo, acc@1"
-_CONVIT_TABLE_1 = "ConViT paper, Table 1"
 
 
 def _original(name, top1=None):
@@ -120,9 +117,9 @@ def _deit_release(variant, model, top1, top1_distilled, image_size=224):
     config = dict(_LEARNED_1D, num_classes=1000, image_size=image_size, preprocessing="imagenet")
     return {
         f"{variant}/imagenet": timm_hub(f"{model}_patch16_{image_size}.fb_in1k", **config, top1=top1,
-                                         top1_source=_DEIT_ZOO),
+                                        top1_source=_DEIT_ZOO),
         f"{variant}_distilled/imagenet": timm_hub(f"{model}_distilled_patch16_{image_size}.fb_in1k", **config,
-                                                   top1=top1_distilled, top1_source=_DEIT_ZOO),
+                                                  top1=top1_distilled, top1_source=_DEIT_ZOO),
     }
 
 
@@ -168,10 +165,6 @@ KNOWN_CHECKPOINTS = {
     **_deit_release("DeiT_S16", "deit_small", 79.9, 81.2),
     **_deit_release("DeiT_B16", "deit_base", 81.8, 83.4),
     **_deit_release("DeiT_B16_384", "deit_base", 82.9, 85.2, image_size=384),
-    # ConViT (d'Ascoli et al. 2021), ImageNet-1k, as published on the timm hub.
-    "ConViT_Ti/imagenet": timm_hub("convit_tiny.fb_in1k", **_CONVIT, top1=73.1, top1_source=_CONVIT_TABLE_1),
-    "ConViT_S/imagenet": timm_hub("convit_small.fb_in1k", **_CONVIT, top1=81.3, top1_source=_CONVIT_TABLE_1),
-    "ConViT_B/imagenet": timm_hub("convit_base.fb_in1k", **_CONVIT, top1=82.4, top1_source=_CONVIT_TABLE_1),
 }
 """Every checkpoint `weights=` can name, as `"<variant>/<name>"` (e.g. `"ViT_B16/imagenet21k"`):
 a `KnownCheckpoint` with where it is downloaded from, its pinned SHA-256 (or None: trust on
@@ -190,8 +183,7 @@ def known_checkpoint_key(variant, name):
     """The `KNOWN_CHECKPOINTS` key that `name` means (case-insensitive), or None."""
     if not isinstance(name, str):
         return None
-    wanted = (name if "/" in name else f"{variant}/{name}").lower()
-    return next((key for key in KNOWN_CHECKPOINTS if key.lower() == wanted), None)
+    return key_ignoring_case(name if "/" in name else f"{variant}/{name}", KNOWN_CHECKPOINTS)
 
 
 def is_checkpoint_file(weights):

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from keras_vit import analysis
+from keras_vit.models.convit import GPSABlock
 from keras_vit.models.variants import TESTING_VARIANTS
 from tests.testing import np_layer_norm, np_softmax, set_random_weights, to_numpy
 
@@ -143,7 +144,7 @@ def test_patch_embedding_components_recover_a_low_rank_filter_bank():
 
 def test_gpsa_gating_is_the_sigmoid_of_lambda():
     model = build("convit")
-    lambdas = [to_numpy(layer.attention.gating) for layer in model.layers if getattr(layer, "use_gpsa", False)]
+    lambdas = [to_numpy(layer.attention.gating) for layer in model.layers if isinstance(layer, GPSABlock)]
     np.testing.assert_allclose(analysis.gpsa_gating(model), 1 / (1 + np.exp(-np.stack(lambdas))), atol=1e-7)
     with pytest.raises(ValueError, match="has no GPSA layers"):
         analysis.gpsa_gating(build("vit"))

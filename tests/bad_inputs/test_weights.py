@@ -258,7 +258,7 @@ def vit_ti16():
     "name,message",
     [
         ("ViT_B16/imagenet21k", r"The checkpoint 'ViT_B16/imagenet21k' is one of ViT_B16 and does not fit the model 'vit_ti16': hidden_size=768 vs hidden_size=192, num_heads=12 vs num_heads=3, mlp_dim=3072 vs mlp_dim=768 \(checkpoint vs model\). Nothing was downloaded."),
-        ("ConViT_Ti/imagenet", r"'ConViT_Ti/imagenet' is one of ConViT_Ti and does not fit the model 'vit_ti16': builder='ConViT' vs builder='VisionTransformer', num_heads=4 vs num_heads=3, num_gpsa_layers=10 vs num_gpsa_layers=0"),
+        ("ConViT_Ti/imagenet", r"'ConViT_Ti/imagenet' is one of ConViT_Ti and does not fit the model 'vit_ti16': builder='ConViT' vs builder='VisionTransformer', num_heads=4 vs num_heads=3"),
         ("R_ViT_Ti16/augreg", r"'R_ViT_Ti16/augreg' is one of R_ViT_Ti16 and does not fit the model 'vit_ti16': patch_size=\(8, 8\) vs patch_size=\(16, 16\), resnet_stages=\(\) vs resnet_stages=None"),
         ("imagenet21k", r"known checkpoint name, one of \[.*\] \(or its part after '/' for a model built by that variant's builder; ViT_Ti16's are \['augreg'\]\). Received: weights='imagenet21k'"),
     ],

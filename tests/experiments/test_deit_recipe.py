@@ -38,7 +38,7 @@ def test_both_arms_train_and_report(tmp_path, source, capsys):
 
 def test_our_smoothed_mix_is_timms_mixup_target():
     pytest.importorskip("torch")
-    from tests.reference import timm, torch
+    from runs.reference import timm, torch
 
     labels, lam, smoothing = torch.tensor([0, 3, 1, 2]), 0.3, 0.1
     expected = timm.data.mixup.mixup_target(labels, 4, lam, smoothing).numpy()

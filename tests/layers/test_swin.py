@@ -261,7 +261,7 @@ def test_shapes_are_validated_at_build():
 
 
 def _timm_modules():
-    from tests.reference import timm, torch
+    from runs.reference import timm, torch
 
     swin = timm.models.swin_transformer
     return torch, swin.SwinTransformerBlock, swin.PatchMerging

@@ -10,6 +10,7 @@ from keras import ops
 
 from keras_vit.layers import MLPBlock, StochasticDepth, SwinTransformerBlock, TransformerBlock
 from keras_vit.layers.mlp import gelu
+from keras_vit.models.convit import GPSABlock
 from tests.layers.test_attention import np_gpsa, np_self_attention
 from tests.testing import (
     ATOL,
@@ -107,9 +108,9 @@ def test_transformer_block_matches_numpy():
 
 def test_gpsa_block_matches_numpy():
     x = np.random.normal(size=(2, 6, 16)).astype("float32")
-    kwargs = {"num_heads": 4, "mlp_dim": 8, "use_gpsa": True, "grid_size": (2, 3), "qkv_bias": False}
-    check_layer(TransformerBlock, kwargs, x)
-    block = TransformerBlock(**kwargs)
+    kwargs = {"num_heads": 4, "mlp_dim": 8, "grid_size": (2, 3), "qkv_bias": False}
+    check_layer(GPSABlock, kwargs, x)
+    block = GPSABlock(**kwargs)
     block(x)
     set_random_weights(block, scale=0.3)
     a = block.attention
@@ -123,12 +124,12 @@ def test_gpsa_block_matches_numpy():
 
 def test_gpsa_block_needs_grid_size():
     with pytest.raises(ValueError, match="`grid_size`.*Received: grid_size=None"):
-        TransformerBlock(num_heads=4, mlp_dim=8, use_gpsa=True)
+        GPSABlock(num_heads=4, mlp_dim=8, grid_size=None)
 
 
 def test_gpsa_block_rejects_non_square_heads_at_construction():
     with pytest.raises(ValueError, match="perfect-square number of heads.*num_heads=3"):
-        TransformerBlock(num_heads=3, mlp_dim=8, use_gpsa=True, grid_size=(2, 2))
+        GPSABlock(num_heads=3, mlp_dim=8, grid_size=(2, 2))
 
 
 def test_stochastic_depth_drops_whole_examples_and_rescales():
@@ -154,7 +155,7 @@ def test_stochastic_depth_rejects_bad_rate(rate):
 
 REMAT_BLOCKS = {
     "vit": (TransformerBlock, dict(num_heads=3, mlp_dim=20), (8, 5, 12)),
-    "gpsa": (TransformerBlock, dict(num_heads=4, mlp_dim=8, use_gpsa=True, grid_size=(2, 3)), (8, 6, 16)),
+    "gpsa": (GPSABlock, dict(num_heads=4, mlp_dim=8, grid_size=(2, 3)), (8, 6, 16)),
     "swin": (SwinTransformerBlock, dict(num_heads=2, window_size=4, shift_size=2), (8, 6, 10, 8)),
 }
 

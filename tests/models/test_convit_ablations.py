@@ -1,17 +1,15 @@
 """ConViT's ablations (Table 3, Fig. 8 and 12) as builder switches."""
 
-import json
 import math
-import zipfile
 
 import keras
 import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit.layers import GPSA, TransformerBlock
-from keras_vit.layers.gpsa import local_init_kernel
-from keras_vit.models.convit import ConViT
+from keras_vit.layers import TransformerBlock
+from keras_vit.models.convit import GPSA, ConViT, GPSABlock
+from keras_vit.models.convit.gpsa import local_init_kernel
 from keras_vit.models.variants import TESTING_VARIANTS
 from tests.testing import ATOL, check_layer, np_softmax, to_numpy
 
@@ -68,12 +66,12 @@ def test_defaults_keep_todays_model():
     default = build()
     explicit = build(train_gating=True, train_gpsa_attention=True)
     assert default.get_config() == explicit.get_config()
-    assert {type(layer) for layer in default.layers if layer.name.startswith("encoderblock_")} == {
-        TransformerBlock
-    }
+    assert [type(layer) for layer in default.layers if layer.name.startswith("encoderblock_")] == [
+        GPSABlock, GPSABlock, TransformerBlock
+    ]
     assert default.non_trainable_weights == []
     for layer in default.layers:
-        if isinstance(layer, TransformerBlock):
+        if isinstance(layer, GPSABlock):
             assert (layer.train_gating, layer.train_gpsa_attention) == (True, True)
     for name in GPSA_BLOCKS:
         np.testing.assert_array_equal(to_numpy(default.get_layer(name).attention.gating), np.ones(4))
@@ -83,7 +81,7 @@ def test_defaults_keep_todays_model():
 def test_every_row_of_table_3_builds(row):
     model = build(**ROWS[row])
     assert np.isfinite(to_numpy(model(images(2)))).all()
-    gpsa = [layer for layer in model.layers if getattr(layer, "use_gpsa", False)]
+    gpsa = [layer for layer in model.layers if isinstance(layer, GPSABlock)]
     assert len(gpsa) == (0 if row == "e" else 2)
     for block in gpsa:
         assert block.use_local_init == (row not in ("c", "d", "f"))
@@ -161,7 +159,7 @@ def test_no_gpsa_is_a_deit_of_the_same_size():
     model = build(**ROWS["e"])
     names = [layer.name for layer in model.layers]
     assert names.index("class_token") == names.index("embedding_dropout") + 1 == names.index("encoderblock_0") - 1
-    assert not any(model.get_layer(f"encoderblock_{i}").use_gpsa for i in range(3))
+    assert not any(isinstance(model.get_layer(f"encoderblock_{i}"), GPSABlock) for i in range(3))
     assert not model.get_layer("class_token").use_position_embedding
     sizes = {k: v for k, v in TINY.items() if k != "num_gpsa_layers"}
     deit = keras_vit.VisionTransformer(**sizes, initialization="deit", preprocessing="imagenet")
@@ -175,10 +173,9 @@ def test_number_of_gpsa_blocks(num_gpsa_layers):
     # Fig. 8 (left) and 12 (left).
     model = build(num_gpsa_layers=num_gpsa_layers, train_gating=False)
     blocks = [model.get_layer(f"encoderblock_{i}") for i in range(3)]
-    assert [b.use_gpsa for b in blocks] == [i < num_gpsa_layers for i in range(3)]
-    # The switches reach every GPSA block and no other.
-    assert [type(b) for b in blocks] == [TransformerBlock] * 3
-    assert [b.train_gating for b in blocks] == [i >= num_gpsa_layers for i in range(3)]
+    # The switches reach every GPSA block; the others are plain blocks, which have none.
+    assert [type(b) for b in blocks] == [GPSABlock if i < num_gpsa_layers else TransformerBlock for i in range(3)]
+    assert [b.train_gating for b in blocks[:num_gpsa_layers]] == [False] * num_gpsa_layers
     names = [layer.name for layer in model.layers]
     assert names.index("class_token") == names.index(f"encoderblock_{num_gpsa_layers}") - 1
 
@@ -193,7 +190,7 @@ def test_switches_survive_a_keras_file_round_trip(tmp_path):
     np.testing.assert_array_equal(to_numpy(restored(x)), expected)
     for name in GPSA_BLOCKS:
         block = restored.get_layer(name)
-        assert type(block) is TransformerBlock
+        assert type(block) is GPSABlock
         assert (block.train_gating, block.train_gpsa_attention) == (False, False)
     frozen = gpsa_attention_paths(model)
     assert {v.path for v in restored.non_trainable_weights} == frozen
@@ -202,10 +199,10 @@ def test_switches_survive_a_keras_file_round_trip(tmp_path):
 
 def test_block_switches_config_round_trip():
     x = np.random.default_rng(0).normal(size=(2, 6, 16)).astype("float32")
-    kwargs = {"num_heads": 4, "mlp_dim": 8, "use_gpsa": True, "grid_size": (2, 3), "qkv_bias": False,
+    kwargs = {"num_heads": 4, "mlp_dim": 8, "grid_size": (2, 3), "qkv_bias": False,
               "train_gating": False, "train_gpsa_attention": False}
-    check_layer(TransformerBlock, kwargs, x)
-    block = TransformerBlock(**kwargs)
+    check_layer(GPSABlock, kwargs, x)
+    block = GPSABlock(**kwargs)
     block(x)
     assert (block.get_config()["train_gating"], block.get_config()["train_gpsa_attention"]) == (False, False)
     assert all("/attention/" in v.path for v in block.non_trainable_weights)
@@ -214,38 +211,9 @@ def test_block_switches_config_round_trip():
     assert not any("/attention/" in v.path for v in block.trainable_weights)
 
 
-def _rewrite_block_configs(path, edit_block):
-    """Edits, inside the `.keras` file `path`, the config of every block as `edit_block(layer_config)` does."""
-    with zipfile.ZipFile(path) as archive:
-        files = {name: archive.read(name) for name in archive.namelist()}
-    config = json.loads(files["config.json"])
-    for layer in config["config"]["layers"]:
-        if layer["class_name"] == "TransformerBlock":
-            edit_block(layer["config"])
-    files["config.json"] = json.dumps(config).encode()
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, data in files.items():
-            archive.writestr(name, data)
-
-
-def _without_switches(config):
-    for key in ("train_gating", "train_gpsa_attention"):
-        config.pop(key, None)
-
-
-def test_a_default_block_config_without_the_switches_loads(tmp_path):
-    # Files saved before the switches existed lack their keys: the defaults apply.
-    model = build()
-    x = images(2)
-    expected = to_numpy(model(x))
-    path = str(tmp_path / "model.keras")
-    model.save(path)
-
-    _rewrite_block_configs(path, _without_switches)
-    restored = keras.models.load_model(path)
-    np.testing.assert_array_equal(to_numpy(restored(x)), expected)
-    assert restored.non_trainable_weights == []
-    assert all(type(block) is TransformerBlock for block in restored.layers[1:] if hasattr(block, "use_gpsa"))
+# Files saved before the switches existed lack their keys, and wrote ConViT's blocks as
+# `TransformerBlock(use_gpsa=True)`: tests/models/test_legacy_files.py loads one written so
+# (`convit.keras`) and one with the switches off (`convit_frozen.keras`).
 
 
 def test_variant_builders_take_the_switches():
@@ -253,7 +221,7 @@ def test_variant_builders_take_the_switches():
         image_size=32, num_layers=2, num_gpsa_layers=1, num_classes=10, train_gpsa_attention=False
     )
     block = model.get_layer("encoderblock_0")
-    assert type(block) is TransformerBlock and not block.train_gpsa_attention
+    assert type(block) is GPSABlock and not block.train_gpsa_attention
     assert {v.path.split("/")[1] for v in model.non_trainable_weights} == {"attention"}
 
 
@@ -279,11 +247,11 @@ def test_layers_reject_bad_switches():
     with pytest.raises(
         ValueError, match=r"`train_gpsa_attention` must be True or False. Received: train_gpsa_attention=1"
     ):
-        TransformerBlock(4, 8, use_gpsa=True, grid_size=2, train_gpsa_attention=1)
+        GPSABlock(4, 8, grid_size=2, train_gpsa_attention=1)
     with pytest.raises(ValueError, match=r"`train_gating` must be True or False. Received: train_gating=None"):
-        TransformerBlock(4, 8, use_gpsa=True, grid_size=2, train_gating=None)
-    with pytest.raises(ValueError, match=r"freeze parts of GPSA, so turning them off needs use_gpsa=True. "
-                                         r"Received: train_gating=False, train_gpsa_attention=True, use_gpsa=False"):
+        GPSABlock(4, 8, grid_size=2, train_gating=None)
+    # A plain block has no GPSA to freeze: the switches are not its arguments.
+    with pytest.raises(ValueError, match=r"Unrecognized keyword arguments .*'train_gating': False"):
         TransformerBlock(4, 8, train_gating=False)
 
 

@@ -13,7 +13,7 @@ import pytest
 import keras_vit
 from keras_vit.models.dinov2 import checkpoints
 # The torchvision shim first: timm and transformers import torchvision.
-from tests.reference import torch
+from runs.reference import torch
 from tests.testing import to_numpy
 from tests.weights.checkpoints import randomize_torch, save_state_dict
 
@@ -164,7 +164,7 @@ def test_a_dinov2_file_is_refused_by_a_vit_and_the_other_way_round(tmp_path):
     path = save_state_dict(tmp_path / "dinov2.safetensors", _timm("gelu", 0).state_dict())
     vit = keras_vit.VisionTransformer(image_size=SIZE, patch_size=14, hidden_size=32, num_layers=2, num_heads=2,
                                       mlp_dim=64, include_top=False, preprocessing=None)
-    with pytest.raises(ValueError, match="DINOv2 checkpoint .* a ViT, hybrid or ConViT"):
+    with pytest.raises(ValueError, match="DINOv2 checkpoint .* a ViT, DeiT or hybrid"):
         keras_vit.load_weights(vit, path)
     vit_path = tmp_path / "vit.keras"
     vit.save(vit_path)

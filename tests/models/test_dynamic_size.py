@@ -16,7 +16,7 @@ import pytest
 
 import keras_vit
 from keras_vit.layers import GPSA, ImageShapeCheck, PatchEncoder, Patches
-from tests.reference import torch
+from runs.reference import torch
 from tests.testing import check_layer, set_random_weights, to_numpy
 from tests.weights.checkpoints import (
     TINY,

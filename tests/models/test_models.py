@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import keras_vit
+from keras_vit.models.convit import GPSABlock
 from keras_vit.models.variants import TESTING_VARIANTS
 from tests.testing import set_random_weights, to_numpy
 
@@ -149,7 +150,7 @@ def test_convit_inserts_class_token_after_last_gpsa_block():
     model = build("convit")
     names = [layer.name for layer in model.layers]
     blocks = [layer for layer in model.layers if layer.name.startswith("encoderblock_")]
-    assert [b.use_gpsa for b in blocks] == [True, True, False]
+    assert [isinstance(b, GPSABlock) for b in blocks] == [True, True, False]
     assert names.index("class_token") == names.index("encoderblock_1") + 1
     assert model.get_layer("encoderblock_1").output.shape[1] == 16
     assert model.get_layer("encoderblock_2").output.shape[1] == 17

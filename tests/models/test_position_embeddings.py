@@ -15,6 +15,7 @@ import keras_vit
 from keras_vit.layers import PatchEncoder, RelativeSelfAttention, TokenPositionEmbedding, TransformerBlock
 from keras_vit.layers.position import interpolation_matrix
 from keras_vit.layers.relative_attention import relative_offset_index
+from keras_vit.models.convit import GPSABlock
 from keras_vit.models.vit import VisionTransformer
 from tests.testing import ATOL, check_layer, set_random_weights, to_numpy
 
@@ -176,8 +177,8 @@ def test_relative_offset_index():
 
 
 def test_relative_attention_is_for_plain_attention():
-    with pytest.raises(ValueError, match=r"Received: relative_positions=4, use_gpsa=True"):
-        TransformerBlock(2, 8, use_gpsa=True, grid_size=(2, 2), relative_positions=4)
+    with pytest.raises(ValueError, match=r"not to GPSA. Received: relative_positions=4"):
+        GPSABlock(2, 8, grid_size=(2, 2), relative_positions=4)
     with pytest.raises(ValueError, match=r"Received: relative_positions=0"):
         TransformerBlock(2, 8, relative_positions=0)
 

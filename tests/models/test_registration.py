@@ -40,6 +40,13 @@ def _tables():
     (_toy(architectures={"ViT_B16": ("Toy", {})}), r"Family 'Toy' registers variants that exist already: \['ViT_B16'\]"),
     (_toy(builders={"ConViT": lambda: None}, architectures={}),
      r"Family 'Toy' registers builders that exist already: \['ConViT'\]"),
+    # A builder named as a function of the variants module would replace it.
+    (_toy(builders={"build_variant": lambda: None}, architectures={}),
+     r"Family 'Toy' registers names that exist already: \['build_variant'\]"),
+    (_toy(exports={"keras_vit.layers": {"GPSA": object}}),
+     r"Family 'Toy' registers keras_vit.layers exports that exist already: \['GPSA'\]"),
+    (_toy(checkpoint_layout=lambda fmt, arrays: None), r"Family 'Toy' gives `checkpoint_layout` without `convert`"),
+    (_toy(position_weight="toy/position"), r"Family 'Toy' gives `position_weight` without `resample_position`"),
 ])
 def test_a_refused_family_leaves_every_table_as_it_was(spec, message):
     before = _tables()
@@ -101,3 +108,11 @@ def test_the_stub_writer_writes_the_whole_file_and_nothing_else(tmp_path, capsys
     stubs.main([str(target)])
     assert target.read_text() == package_stub() and "wrote" in capsys.readouterr().out
     assert [path.name for path in tmp_path.iterdir()] == ["stub.pyi"]
+
+
+def test_a_star_import_takes_the_families_exports_too():
+    namespace = {}
+    exec("from keras_vit.layers import *", namespace)
+    assert {"GPSA", "GPSABlock", "SwinTransformerBlock", "AxialTransformerBlock", "TransformerBlock"} <= set(namespace)
+    exec("from keras_vit.analysis import *", namespace)
+    assert {"window_grids", "swin_forward_macs", "gpsa_gating", "axial_vit_forward_macs"} <= set(namespace)

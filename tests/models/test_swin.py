@@ -34,7 +34,7 @@ def randomized(model, seed=0):
 
 def timm_copy(model, image_size, depths, num_heads, embed_dim=16, window_size=4, num_classes=5):
     """timm 1.0.31's SwinTransformer with `model`'s weights, through `timm_key_map`."""
-    from tests.reference import timm, torch
+    from runs.reference import timm, torch
 
     reference = timm.models.swin_transformer.SwinTransformer(
         img_size=image_size, patch_size=4, in_chans=3, num_classes=num_classes,
@@ -59,7 +59,7 @@ def timm_copy(model, image_size, depths, num_heads, embed_dim=16, window_size=4,
 
 
 def timm_logits(reference, images):
-    from tests.reference import torch
+    from runs.reference import torch
 
     with torch.no_grad():
         return reference(torch.from_numpy(images.transpose(0, 3, 1, 2))).numpy()
@@ -88,7 +88,7 @@ def test_matches_timm_with_padding_and_no_shift():
 
 def test_shifted_windows_on_a_map_not_a_multiple_of_the_window_run():
     # Here the blocks pad before the shift (Microsoft's order) and timm shifts
-    # before padding, so the two differ by design (see keras_vit.layers.swin);
+    # before padding, so the two differ by design (see keras_vit.models.swin.layers);
     # this checks only shapes and finiteness, there is no independent reference.
     model = randomized(build(image_size=(40, 52)))
     output = to_numpy(model(images_for(model)))
@@ -152,7 +152,7 @@ def test_stage_outputs_match_timm_intermediates():
         embed_dim=8, num_classes=0,
     )
     x = images_for(model)
-    from tests.reference import torch
+    from runs.reference import torch
 
     with torch.no_grad():
         theirs = reference.forward_intermediates(

@@ -45,7 +45,7 @@ LAYER_MAX_TOLERANCE_FLOAT = 0.01
 def _timm_reference(config):
     from PIL import Image
 
-    from tests.reference import timm
+    from runs.reference import timm
 
     transform = timm.data.create_transform(
         config.image_size,
@@ -101,7 +101,7 @@ def test_the_authors_settings(name, resized, crop_mode, interpolation, antialias
 
 
 def test_timms_table_is_timms_pretrained_cfg():
-    from tests.reference import timm
+    from runs.reference import timm
 
     assert len(TIMM_PRETRAINED_TAGS) >= len(KNOWN_CHECKPOINTS) - 2
     for name, tag in TIMM_PRETRAINED_TAGS.items():
@@ -312,8 +312,8 @@ def test_reads_hugging_face_configs(tmp_path):
 
 @pytest.mark.parametrize("settings, processor", [(HF_DEIT, "DeiTImageProcessorPil"), (HF_VIT, "ViTImageProcessorPil")])
 def test_hugging_face_configs_give_hugging_faces_pixels(tmp_path, photographs, settings, processor):
-    # tests.reference declares torchvision's ops, which transformers imports, first.
-    importlib.import_module("tests.reference")
+    # runs.reference declares torchvision's ops, which transformers imports, first.
+    importlib.import_module("runs.reference")
     from transformers.models.deit.image_processing_pil_deit import DeiTImageProcessorPil
     from transformers.models.vit.image_processing_pil_vit import ViTImageProcessorPil
 

@@ -41,7 +41,7 @@ from keras_vit.preprocessing.randaugment import (
     parse_policy,
     rand_augment,
 )
-from tests.reference import posterize_as_earlier_pillows, timm
+from runs.reference import posterize_as_earlier_pillows, timm
 from tests.testing import ks_critical
 
 GEOMETRIC = ("Rotate", "ShearX", "ShearY", "TranslateXRel", "TranslateYRel")

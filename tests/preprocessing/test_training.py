@@ -18,7 +18,7 @@ from PIL import Image
 from scipy import stats
 
 from keras_vit.preprocessing import cropping, erasing, sampling, training
-from tests.reference import posterize_as_earlier_pillows, timm, torch
+from runs.reference import posterize_as_earlier_pillows, timm, torch
 from tests.testing import ks_critical
 
 # timm's normalisation, the statistics DeiT's transform used.

@@ -57,7 +57,7 @@ def test_build_and_twine_check(dist):
     assert any(name.endswith("/LICENSE") and ".dist-info/" in name for name in files), files
     assert "keras_vit/data/imagenet_classes.txt" in files
     # The names the table gives the package, for an IDE reading the installed files (keras_vit.stubs).
-    assert "keras_vit/__init__.pyi" in files
+    assert "keras_vit/__init__.pyi" in files and "keras_vit/py.typed" in files
     assert not [name for name in files if name.startswith(("tests/", "train/", "experiments/"))]
 
 

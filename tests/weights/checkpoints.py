@@ -5,7 +5,7 @@ import functools
 import numpy as np
 from safetensors.numpy import save_file
 
-from tests.reference import timm, torch
+from runs.reference import timm, torch
 
 # The tiny configuration every reference test uses (image 32, patch 8: a 4x4 grid).
 TINY = dict(image_size=32, patch_size=8, hidden_size=32, num_layers=2, num_heads=2, mlp_dim=64, num_classes=10)

@@ -17,7 +17,8 @@ import pytest
 import keras_vit
 from keras_vit import inspection
 from keras_vit.architectures import ABLATION_DEFAULTS, ARCHITECTURES, architecture, mismatches
-from keras_vit.models.convit import ConViT
+from keras_vit.models.convit import ConViT, gpsa_blocks
+from keras_vit.models.convit.inspection import architecture_of as convit_arguments
 from keras_vit.models.swin import SwinTransformer, swin_arguments
 from keras_vit.models.variants import TESTING_VARIANTS
 from keras_vit.models.vit import VisionTransformer
@@ -159,7 +160,8 @@ def test_ablation_models_read_back_as_their_arguments(family, switches):
     actual = inspection.model_architecture(model)
     assert mismatches(expected, actual) == [] and set(expected) <= set(actual)
     # The switches that are no architecture keys are read back too.
-    read = swin_arguments(model) if family == "swin" else inspection.vit_arguments(model)
+    read = (swin_arguments(model) if family == "swin" else convit_arguments(model)[1] if family == "convit"
+            else inspection.vit_arguments(model))
     defaults = {"swin": {"shifted_windows": True}, "convit": {"train_gpsa_attention": True}}.get(family, {})
     for key, value in defaults.items():
         assert read[key] == switches.get(key, value)
@@ -267,7 +269,7 @@ def test_switches_that_keep_the_weights_load_the_checkpoint(published, family, s
     assert_weights_equal(model, reference)
     if family == "convit":
         # Frozen at the checkpoint's values: ConViT Table 3 (g) from a trained model.
-        gpsa = inspection.gpsa_blocks(model)
+        gpsa = gpsa_blocks(model)
         assert {v.path for v in model.non_trainable_weights} == {
             v.path for block in gpsa for v in block.attention.weights
         }

@@ -15,7 +15,7 @@ from safetensors.numpy import load_file, save_file
 
 import keras_vit
 from keras_vit.weights.position_embedding import resample_bicubic
-from tests.reference import timm, torch
+from runs.reference import timm, torch
 from tests.testing import to_numpy
 from tests.weights.checkpoints import TINY, randomize_torch, save_state_dict, torch_logits
 
@@ -323,7 +323,7 @@ def test_vit_and_deit_files_into_swin_are_refused_by_name(tmp_path):
     _assert_fails_unchanged(
         _swin(), hf_vit,
         r"model.safetensors holds a ViT checkpoint \(transformers ViT layout\) and cannot be loaded into the "
-        r"model 'swin_transformer', a Swin model; expected a Swin checkpoint",
+        r"model 'swin_transformer', a SwinTransformer; expected a Swin checkpoint",
     )
     hf_deit = save_pretrained(hf_model("DeiTForImageClassificationWithTeacher"), tmp_path / "deit")
     _assert_fails_unchanged(_swin(), hf_deit, r"deit/model.safetensors holds a ViT checkpoint \(transformers DeiT layout\)")
@@ -341,8 +341,8 @@ def test_swin_file_into_a_deit_model_is_refused_by_name(tmp_path):
     _assert_fails_unchanged(
         keras_tiny(distillation=True), path,
         r"model.safetensors holds a Swin checkpoint \(transformers Swin layout\) and cannot be loaded into the "
-        r"model 'vision_transformer', a ViT, hybrid or ConViT; expected a ViT, hybrid or ConViT checkpoint: "
-        r".* a timm ViT/DeiT/hybrid/ConViT or transformers ViT/DeiT state dict",
+        r"model 'vision_transformer', a ViT, DeiT or hybrid; expected a ViT, DeiT or hybrid checkpoint: "
+        r".* a timm ViT/DeiT/hybrid or transformers ViT/DeiT state dict",
     )
 
 

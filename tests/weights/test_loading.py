@@ -8,7 +8,7 @@ import pytest
 
 import keras_vit
 from keras_vit.weights import registry
-from tests.reference import torch
+from runs.reference import torch
 from tests.testing import set_random_weights, to_numpy
 from tests.weights.checkpoints import TINY, official_npz_arrays, save_npz
 

@@ -10,7 +10,7 @@ import pytest
 
 import keras_vit
 from keras_vit.weights.conversion import convert_checkpoint
-from tests.reference import timm  # noqa: F401  (imports timm with the torchvision shim)
+from runs.reference import timm  # noqa: F401  (imports timm with the torchvision shim)
 from tests.testing import parameter_gradients, to_numpy
 from tests.weights.checkpoints import (
     TINY,

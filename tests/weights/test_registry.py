@@ -111,7 +111,7 @@ DEIT_HUB = {
 
 @pytest.mark.parametrize("variant", sorted(DEIT_HUB))
 def test_deit_names_resolve_to_the_timm_hub_files(variant):
-    from tests.reference import timm
+    from runs.reference import timm
 
     key, known = registry.find_checkpoint("imagenet", variant)
     assert key == f"{variant}/imagenet"
@@ -144,7 +144,7 @@ def test_a_deit_name_of_another_architecture_is_refused_before_downloading(tmp_p
 
 
 def test_a_deit_name_loads_the_cached_timm_file(tmp_path, monkeypatch):
-    from tests.reference import timm, torch
+    from runs.reference import timm, torch
     from tests.weights.checkpoints import randomize_torch, save_state_dict
 
     # The file timm's hub serves, generated here and placed where `fetch` keeps it.

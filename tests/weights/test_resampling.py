@@ -17,7 +17,7 @@ import scipy.ndimage
 import keras_vit
 from keras_vit.layers.position import INTERPOLATIONS, interpolation_matrix, resample_grid
 from keras_vit.weights.position_embedding import resample_position_embedding
-from tests.reference import torch
+from runs.reference import torch
 from tests.testing import to_numpy
 
 TOLERANCE = 1e-5

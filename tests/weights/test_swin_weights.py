@@ -20,7 +20,7 @@ from keras_vit.weights import registry
 from keras_vit.weights.conversion import convert_checkpoint
 from keras_vit.models.swin.checkpoints import SWIN_POSITION
 from keras_vit.weights.position_embedding import resample_bias_table, resample_bicubic
-from tests.reference import timm, torch
+from runs.reference import timm, torch
 from tests.testing import parameter_gradients, to_numpy
 from tests.weights.checkpoints import (
     TINY,
@@ -170,7 +170,7 @@ def test_gradients_match_the_reference(tmp_path, image_size, source):
     # skips drop path), so the layer norms' hand-written CPU gradient, the
     # shifted-window mask and patch merging are all in what is compared. Beyond
     # multiples of the window the reference is transformers (timm pads after
-    # shifting there; see keras_vit/layers/swin.py). The reference's gradients are
+    # shifting there; see keras_vit/models/swin/layers.py). The reference's gradients are
     # put in our layout by the checkpoint converter (transposes, reshapes, q/k/v
     # concatenated: linear maps, so they carry gradients too). Tolerance: float32
     # sums in another order.
@@ -381,7 +381,7 @@ def test_files_of_the_other_family_are_refused_by_name(tmp_path):
     _assert_fails_unchanged(
         vit, swin_file,
         r"swin.safetensors holds a Swin checkpoint \(timm Swin layout\) and cannot be loaded into the "
-        r"model 'vision_transformer', a ViT, hybrid or ConViT; expected a ViT, hybrid or ConViT checkpoint",
+        r"model 'vision_transformer', a ViT, DeiT or hybrid; expected a ViT, DeiT or hybrid checkpoint",
     )
     hf_file = save_pretrained(transformers_swin(), tmp_path)
     _assert_fails_unchanged(vit, hf_file, r"model.safetensors holds a Swin checkpoint \(transformers Swin layout\)")
@@ -389,7 +389,7 @@ def test_files_of_the_other_family_are_refused_by_name(tmp_path):
     _assert_fails_unchanged(
         swin(), vit_file,
         r"vit.safetensors holds a ViT checkpoint \(timm ViT layout\) and cannot be loaded into the model "
-        r"'swin_transformer', a Swin model; expected a Swin checkpoint: a timm, Microsoft or transformers",
+        r"'swin_transformer', a SwinTransformer; expected a Swin checkpoint: a timm, Microsoft or transformers",
     )
     npz = save_npz(tmp_path / "vit.npz", official_npz_arrays())
     _assert_fails_unchanged(swin(), npz, r"vit.npz holds a ViT checkpoint \(official ViT layout\)")

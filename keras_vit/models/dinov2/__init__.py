@@ -10,13 +10,14 @@ from keras_vit.families import FamilySpec
 from keras_vit.models.dinov2 import checkpoints
 from keras_vit.models.dinov2.builder import DINOv2
 from keras_vit.models.dinov2.layers import DINOv2Block, LayerScale, RegisterTokens, SwiGLUBlock
-from keras_vit.models.dinov2.sizes import ARCHITECTURES
+from keras_vit.models.dinov2.sizes import ARCHITECTURE_KEYS, ARCHITECTURES
 from keras_vit.models.registration import register_family
 
 SPEC = FamilySpec(
     name="DINOv2",
     builders={"DINOv2": DINOv2},
     architectures=ARCHITECTURES,
+    architecture_keys=ARCHITECTURE_KEYS,
     checkpoint_layout=checkpoints.checkpoint_layout,
     convert=checkpoints.convert,
     is_keras_file=lambda arrays: any(key.endswith("/ls1/gamma") for key in arrays),

@@ -123,10 +123,10 @@ class DINOv2Block(TransformerBlock):
             raise ValueError(
                 f"`mlp_activation` must be one of {MLP_ACTIVATIONS}. Received: mlp_activation={mlp_activation!r}"
             )
-        if kwargs.get("use_gpsa") or kwargs.get("relative_positions") is not None:
+        if kwargs.get("relative_positions") is not None:
             raise ValueError(
                 "DINOv2Block attends with plain multi-head self-attention. Received: "
-                f"use_gpsa={kwargs.get('use_gpsa')!r}, relative_positions={kwargs.get('relative_positions')!r}"
+                f"relative_positions={kwargs.get('relative_positions')!r}"
             )
         check_layer_scale_init(layer_scale_init, "layer_scale_init")
         super().__init__(num_heads, mlp_dim, **kwargs)
@@ -156,8 +156,7 @@ class DINOv2Block(TransformerBlock):
 
     def get_config(self):
         config = super().get_config()
-        for key in ("use_gpsa", "grid_size", "locality_strength", "use_local_init", "train_gating",
-                    "train_gpsa_attention", "relative_positions", "relative_position_initializer"):
+        for key in ("relative_positions", "relative_position_initializer"):
             config.pop(key)
         config.update({"layer_scale_init": self.layer_scale_init, "mlp_activation": self.mlp_activation})
         return config

@@ -22,3 +22,7 @@ ARCHITECTURES = {
     for suffix, registers in (("", 0), ("_reg4", 4))
 }
 """`variant -> ("DINOv2", arguments)`, added to `keras_vit.architectures.ARCHITECTURES` on registration."""
+
+# The arguments that fix a DINOv2 model's weights besides the shared ones: ViT-g's SwiGLU
+# MLP and the register tokens.
+ARCHITECTURE_KEYS = ("mlp_activation", "num_register_tokens")

@@ -3,8 +3,8 @@
 The whole family lives in this folder: its layers (`layers.py`, with the
 window attention in `window_attention.py`), builder (`builder.py`), named
 sizes and ablation switches (`sizes.py`), checkpoints (`checkpoints.py`: the
-timm, Microsoft and transformers layouts, the known files and their
-evaluation transforms), FLOP counts (`flops.py`), what the shared inspection
+timm, Microsoft and transformers layouts; `releases.py`: the known files and
+their evaluation transforms), FLOP counts (`flops.py`), what the shared inspection
 and weight loader ask of a built model (`inspection.py`) and its attention
 maps on windows (`analysis.py`). This `__init__` registers it with the shared
 code, once (`keras_vit.models.registration`).
@@ -12,7 +12,7 @@ code, once (`keras_vit.models.registration`).
 
 from keras_vit.families import FamilySpec
 from keras_vit.models.registration import register_family
-from keras_vit.models.swin import checkpoints, sizes
+from keras_vit.models.swin import checkpoints, releases, sizes
 from keras_vit.models.swin.analysis import WindowGrid, window_attention_to_grid, window_grids
 from keras_vit.models.swin.builder import SWIN_POSITION_EMBEDDINGS, RematSwinTransformerBlock, SwinTransformer
 from keras_vit.models.swin.flops import layer_macs, patch_merging_macs, swin_block_macs, swin_forward_macs
@@ -28,10 +28,11 @@ SPEC = FamilySpec(
     checkpoint_layout=checkpoints.checkpoint_layout,
     convert=checkpoints.convert,
     is_keras_file=checkpoints.is_keras_file,
-    known_checkpoints=checkpoints.known_checkpoints(),
-    preprocessing=checkpoints.evaluation_preprocessing(),
-    timm_preprocessing=checkpoints.timm_preprocessing(),
-    timm_tags=checkpoints.timm_tags(),
+    known_checkpoints=releases.known_checkpoints(),
+    preprocessing=releases.evaluation_preprocessing(),
+    timm_preprocessing=releases.timm_preprocessing(),
+    timm_tags=releases.timm_tags(),
+    model_kind="a SwinTransformer",
     expected_files=(
         "a Swin checkpoint: a timm, Microsoft or transformers Swin state dict (.safetensors) or a keras_vit "
         ".keras file of a SwinTransformer"
@@ -53,6 +54,7 @@ SPEC = FamilySpec(
     resample_position=resample_bicubic,
     weight_fitters=weight_fitters,
     ablation_defaults=sizes.ABLATION_DEFAULTS,
+    architecture_keys=sizes.ARCHITECTURE_KEYS,
     normalize_architecture=sizes.normalize_architecture,
     # Where they were public before the family had its folder.
     exports={

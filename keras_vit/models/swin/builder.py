@@ -292,7 +292,7 @@ def SwinTransformer(
         a fresh LayerNorm on every output (`norm{i}` for `out_indices`); those
         have no pretrained values, so they are left to the detection neck and
         every weight of this backbone is in the ImageNet checkpoints
-        (`keras_vit.weights.swin.timm_key_map(depths, include_top=False)`).
+        (`keras_vit.models.swin.checkpoints.timm_key_map(depths, include_top=False)`).
 
     Raises:
         ValueError: for an invalid argument, naming it.

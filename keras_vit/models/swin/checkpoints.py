@@ -31,11 +31,9 @@ is the absolute position embedding of another patch grid.
 import functools
 import re
 
-from keras_vit.preprocessing.checkpoints import IMAGENET_MEAN, IMAGENET_STD, EvalConfig
 from keras_vit.weights.converters import _require_ndim, _sequence, fuse_qkv
 from keras_vit.weights.huggingface import BLOCK_RULES, QKV, rename_block_entry
 from keras_vit.weights.position_embedding import resample_bias_table
-from keras_vit.weights.registry import timm_hub
 
 TIMM_SWIN, MICROSOFT_SWIN, TRANSFORMERS_SWIN = "timm Swin", "Microsoft Swin", "transformers Swin"
 SWIN_LAYOUTS = (TIMM_SWIN, MICROSOFT_SWIN, TRANSFORMERS_SWIN)
@@ -337,7 +335,7 @@ def fit_bias_table(name, table, target_shape, window, origin):
 
 def checkpoint_layout(fmt, arrays):
     """The Swin layout of a state dict (`swin_layout`), or None for another family's file."""
-    return swin_layout(arrays) if fmt == "safetensors" else None
+    return None if fmt == "keras" else swin_layout(arrays)
 
 
 def convert(layout, arrays):
@@ -348,110 +346,3 @@ def convert(layout, arrays):
 def is_keras_file(arrays):
     """Whether a keras_vit `.keras` file's weights are a SwinTransformer's (its stem is named `patch_embed`)."""
     return "patch_embed/proj/kernel" in arrays
-
-
-# ---- the published checkpoints ---------------------------------------------------
-
-# The settings of every Swin checkpoint besides its variant's table entry: the
-# builder's defaults, stated so that a model built otherwise is refused before
-# the download (they fix the weights' shapes or what they compute): Swin's own
-# relative position bias beside the content term, no absolute embedding (Swin
-# Table 4's last row). Not `shifted_windows`: the same weights serve windows
-# without shifting, so a checkpoint loads into that ablation too.
-_SETTINGS = {"patch_size": 4, "mlp_ratio": 4.0, "absolute_position_embedding": False, "position_embedding": "relative"}
-# Microsoft's ImageNet-22k checkpoints classify 21841 classes (timm's `ms_in22k`).
-_I22K_CLASSES = 21841
-_HUB = "microsoft/Swin-Transformer MODELHUB.md, acc@1"
-# variant, timm model, MODELHUB top-1 of the ImageNet-22k fine-tune, of the ImageNet-1k
-# training (None: not released), image size.
-_RELEASES = (
-    ("Swin_T", "swin_tiny_patch4_window7_224", 80.9, 81.2, 224),
-    ("Swin_S", "swin_small_patch4_window7_224", 83.2, 83.2, 224),
-    ("Swin_B", "swin_base_patch4_window7_224", 85.2, 83.5, 224),
-    ("Swin_B384", "swin_base_patch4_window12_384", 86.4, 84.5, 384),
-    ("Swin_L", "swin_large_patch4_window7_224", 86.3, None, 224),
-    ("Swin_L384", "swin_large_patch4_window12_384", 87.3, None, 384),
-)
-# Our name of each release -> timm's tag suffix.
-_DATA = (("imagenet21k+imagenet2012", "ms_in22k_ft_in1k"), ("imagenet21k", "ms_in22k"), ("imagenet", "ms_in1k"))
-
-
-def _released(variant, top1_imagenet):
-    """The data names of a variant's released files: ImageNet-1k only where it was trained there."""
-    return [(data, tag) for data, tag in _DATA if data != "imagenet" or top1_imagenet is not None]
-
-
-def timm_tags():
-    """`"Swin_*/<data>"` -> timm's model tag of the same weights (Microsoft's release as timm publishes it)."""
-    return {f"{variant}/{data}": f"{model}.{tag}"
-            for variant, model, _, top1_imagenet, _ in _RELEASES for data, tag in _released(variant, top1_imagenet)}
-
-
-def known_checkpoints():
-    """Every Swin checkpoint (Liu et al. 2021, Sec. 4.1): ImageNet-22k, its 1k fine-tune, and (T, S, B) 1k.
-
-    Named as the other families' are, by the data: `imagenet` (timm's `ms_in1k`),
-    `imagenet21k` (`ms_in22k`), `imagenet21k+imagenet2012` (`ms_in22k_ft_in1k`).
-    The top-1 figures are MODELHUB.md's, of the released files (Swin-T's and
-    Swin-S's differ by 0.1-0.2 from the paper's Table 1, which trained others).
-    """
-    entries = {}
-    for variant, model, top1_fine_tuned, top1_imagenet, image_size in _RELEASES:
-        config = {**_SETTINGS, "image_size": image_size}
-        entries[f"{variant}/imagenet21k+imagenet2012"] = timm_hub(
-            f"{model}.ms_in22k_ft_in1k", **config, num_classes=1000, top1=top1_fine_tuned, top1_source=_HUB)
-        entries[f"{variant}/imagenet21k"] = timm_hub(
-            f"{model}.ms_in22k", **config, num_classes=_I22K_CLASSES, top1_source="none: an ImageNet-22k head")
-        if top1_imagenet is not None:
-            entries[f"{variant}/imagenet"] = timm_hub(
-                f"{model}.ms_in1k", **config, num_classes=1000, top1=top1_imagenet, top1_source=_HUB)
-    return entries
-
-
-_EVAL = (
-    "microsoft/Swin-Transformer data/build.py build_transform (eval) with config.py TEST.CROP=True, "
-    "DATA.INTERPOLATION='bicubic': transforms.Resize(int((256 / 224) * IMG_SIZE)), CenterCrop(IMG_SIZE), "
-    "Normalize(IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD)"
-)
-_EVAL_384 = (
-    "microsoft/Swin-Transformer configs/swin/swin_{base,large}_patch4_window12_384_*finetune.yaml set "
-    "TEST.CROP False: data/build.py build_transform then applies transforms.Resize((IMG_SIZE, IMG_SIZE)) "
-    "with DATA.INTERPOLATION='bicubic', no crop"
-)
-_EVAL_384_I22K = (
-    f"{_EVAL_384}. No config of the repository evaluates the ImageNet-22k 384 px checkpoint itself; "
-    "it takes the setting of the 384 px configs"
-)
-
-
-def evaluation_preprocessing():
-    """`"Swin_*/<data>"` -> the evaluation transform of Microsoft's code.
-
-    At 224 px a bicubic resize of the shorter side to 256/224 of the size and a
-    centre crop; the 384 px fine-tuning configs set `TEST.CROP` to False: a
-    bicubic resize of the whole image to 384 x 384.
-    """
-    table = {}
-    for name in timm_tags():
-        if name.split("/")[0].endswith("384"):
-            source = _EVAL_384_I22K if name.endswith("/imagenet21k") else _EVAL_384
-            table[name] = EvalConfig(384, "bicubic", 1.0, "squash", True, True, IMAGENET_MEAN, IMAGENET_STD, source)
-        else:
-            table[name] = EvalConfig(224, "bicubic", 0.875, "center", True, True, IMAGENET_MEAN, IMAGENET_STD, _EVAL)
-    return table
-
-
-def timm_preprocessing():
-    """timm's `pretrained_cfg` for the same files (timm/models/swin_transformer.py, timm 1.0.31).
-
-    `_cfg`'s `crop_pct` 0.9, and 1.0 at 384 px; bicubic, centre crop.
-    """
-    table = {}
-    for name, tag in timm_tags().items():
-        image_size = 384 if name.split("/")[0].endswith("384") else 224
-        crop_pct = 0.9 if image_size == 224 else 1.0
-        source = f"timm pretrained_cfg of {tag!r}: crop_pct={crop_pct}, interpolation='bicubic', crop_mode='center'"
-        table[name] = EvalConfig(image_size, "bicubic", crop_pct, "center", True, True, IMAGENET_MEAN, IMAGENET_STD,
-                                 source)
-    return table
-

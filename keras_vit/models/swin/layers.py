@@ -2,7 +2,7 @@
 
 (Over 400 lines on purpose: Swin's patch embedding, block and merging are one
 family that shares the padding and map conventions below; its window attention
-is in `keras_vit.layers.window_attention`.)
+is in `keras_vit.models.swin.window_attention`.)
 
 Feature maps stay channels-last, `(batch, H, W, C)`, between the layers, so that
 the stage resolution is static and the window masks and relative position
@@ -319,8 +319,9 @@ class SwinTransformerBlock(PreNormBlock):
     def attention_maps_per_image(self, probs):
         """Attention probabilities `(batch * windows, heads, N, N)` as `(batch, windows, heads, N, N)`.
 
-        Each image's windows are consecutive (`window_partition`);
-        `keras_vit.analysis.attention_maps` asks for this.
+        Takes and returns a numpy array: `keras_vit.analysis.attention_maps`
+        asks for this once it has the block's scores as numbers. Each image's
+        windows are consecutive (`window_partition`).
         """
         windows = math.prod(p // w for p, w in zip(self.padded_size, self.window))
         return probs.reshape(-1, windows, *probs.shape[1:])

@@ -17,6 +17,11 @@ ARCHITECTURES = {
     "Swin_L384": ("SwinTransformer", _swin(192, (2, 2, 18, 2), (6, 12, 24, 48), 12, 384)),
 }
 
+# The arguments that fix a Swin model's weights besides the shared ones (`num_heads` is
+# a tuple there, one per stage). Not the window: the loader resamples the relative
+# position bias tables to another window (bicubic, as Swin's fine-tuning at 384 does).
+ARCHITECTURE_KEYS = ("embed_dim", "depths", "mlp_ratio", "absolute_position_embedding")
+
 # Swin Table 4's position terms, at the published models' values: they change the
 # weights (the absolute embedding) or what they mean (the relative bias, its content
 # term). `shifted_windows=False` is not among them: the same weights, unshifted.

@@ -1,4 +1,4 @@
-"""timm, imported as an independent reference implementation (tests only).
+"""timm, imported as an independent reference implementation (by the tests, benchmarks and experiments).
 
 torchvision has no CPU build here: its wheel installs but its compiled ops do not
 load, and `import torchvision` then fails while registering fake kernels for the

@@ -3,6 +3,7 @@
 from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.layers.validation import check_bool, check_non_negative_float
 from keras_vit.models.common import patch_grid
+from keras_vit.models.convit.layers import GPSABlock
 from keras_vit.models.skeleton import EncoderConfig, Family, build_encoder_model
 
 
@@ -163,26 +164,28 @@ def ConViT(
     init = config.init
 
     def make_block(index):
-        use_gpsa = index < num_gpsa_layers
-        # The switches apply to the GPSA blocks only; the others keep the defaults.
-        switches = dict(train_gating=train_gating, train_gpsa_attention=train_gpsa_attention) if use_gpsa else {}
-        return TransformerBlock(
-            num_heads,
-            mlp_dim,
+        common = dict(
             dropout_rate=dropout_rate,
             attention_dropout_rate=attention_dropout_rate,
             drop_path_rate=config.drop_path_rate_at(index),
             qkv_bias=False,
-            use_gpsa=use_gpsa,
-            grid_size=grid_size if use_gpsa else None,
-            locality_strength=locality_strength,
-            use_local_init=locality_strength > 0,
             kernel_initializer=init["kernel"],
             mlp_bias_initializer=init["mlp_bias"],
             dtype=dtype,
             remat=remat,
             name=f"encoderblock_{index}",
-            **switches,
+        )
+        if index >= num_gpsa_layers:
+            return TransformerBlock(num_heads, mlp_dim, **common)
+        return GPSABlock(
+            num_heads,
+            mlp_dim,
+            grid_size=grid_size,
+            locality_strength=locality_strength,
+            use_local_init=locality_strength > 0,
+            train_gating=train_gating,
+            train_gpsa_attention=train_gpsa_attention,
+            **common,
         )
 
     family = Family(

@@ -18,7 +18,7 @@ import keras
 from keras import ops
 
 import keras_vit
-from keras_vit.models.deit import DISTILLATION_HEAD
+from keras_vit.models.distillation import DISTILLATION_HEAD
 
 DISTILLATION_TYPES = ("none", "hard", "soft")
 # DeiT's released trainer defaults (`--distillation-alpha 0.5 --distillation-tau 1.0`);

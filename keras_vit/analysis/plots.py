@@ -4,6 +4,8 @@ import numpy as np
 
 from keras_vit import families
 
+__all__ = ["plot_attention_rollout", "plot_attention_distance", "plot_position_embedding_similarity", "plot_embedding_filters"]
+
 
 def _pyplot():
     # Imported on use: matplotlib is only needed for figures (extra "analysis").

@@ -1,7 +1,7 @@
 """Model builders: the general `VisionTransformer`, `ConViT`, `SwinTransformer`, `AxialViT` and `DINOv2`, the named variants, the backbone/head split, DeiT's `distillation_heads` and ViT's `MaskedPatchPrediction` pretraining."""
 
 from keras_vit.models.backbone import backbone, head
-from keras_vit.models.deit import distillation_heads
+from keras_vit.models.distillation import distillation_heads
 from keras_vit.models.masked_patch_prediction import MaskedPatchPrediction
 from keras_vit.models.variants import VARIANTS, build_variant
 

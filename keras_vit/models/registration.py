@@ -77,12 +77,15 @@ def register_family(spec):
     # Every table is checked before any is written: a refused family leaves none half-filled.
     for table, entries, what in tables:
         _check_free(table, entries, what, spec.name)
-    # The builders become attributes of `keras_vit.models.variants` (and of `keras_vit`):
-    # a name that module already has would be replaced.
-    _check_free(vars(variants), [*spec.builders, *spec.architectures], "names", spec.name)
+    # The builders become attributes of `keras_vit.models.variants`, `keras_vit.models` and
+    # `keras_vit`: a name those modules already have would be replaced.
+    models_package = importlib.import_module("keras_vit.models")
+    _check_free({*vars(variants), *vars(models_package)}, [*spec.builders, *spec.architectures], "names", spec.name)
+    packages = {package: importlib.import_module(package) for package in spec.exports}
     for package, names in spec.exports.items():
-        _check_free({name for other in FAMILIES.values() for name in other.exports.get(package, {})}, names,
-                    f"{package} exports", spec.name)
+        # A name the package has, or another family exports there, would shadow the export.
+        taken = {*vars(packages[package]), *(n for other in FAMILIES.values() for n in other.exports.get(package, {}))}
+        _check_free(taken, names, f"{package} exports", spec.name)
     for table, entries, _ in tables:
         table.update(entries)
     architectures.ARCHITECTURE_KEYS.extend(
@@ -92,7 +95,6 @@ def register_family(spec):
     FAMILIES[spec.name] = spec
     for package, names in spec.exports.items():
         # `from package import *` takes them too.
-        module = importlib.import_module(package)
-        if hasattr(module, "__all__"):
-            module.__all__ = [*module.__all__, *names]
+        module = packages[package]
+        module.__all__ = [*getattr(module, "__all__", ()), *names]
     return variants.add_named_builders(spec.architectures)

@@ -42,7 +42,7 @@ from keras_vit.models.common import (
     pool,
     preprocess,
 )
-from keras_vit.models.deit import check_distillation_args, distilled_top
+from keras_vit.models.distillation import check_distillation_args, distilled_top
 
 # ViT App. D.3, Table 8: how position is encoded, and where the learned
 # embeddings are added. The first of each is today's model (and the only one

@@ -131,9 +131,10 @@ def load_weights(
       `position_interpolation` picks another mode, e.g. the one of the
       checkpoint's own code (table in `keras_vit.weights.position_embedding`):
       `"bilinear_scipy"` for the official ViT `.npz`, `"bicubic"` with
-      `position_antialias=True` for timm's files. A model of a registered
-      family (`keras_vit.families`, e.g. DINOv2) resamples with its own
-      `position_interpolation` and `position_antialias`.
+      `position_antialias=True` for timm's files. A registered family
+      (`keras_vit.families`) may set its own default (ConViT: a ViT's;
+      Swin: bicubic); one that sets none (DINOv2) resamples with its
+      model's `position_interpolation` and `position_antialias`.
     - Swin relative position bias tables of another window are resampled
       bicubically (`keras_vit.weights.position_embedding.resample_bias_table`); another
       image size with the same window needs nothing.

@@ -18,8 +18,8 @@ class LoadReport:
         missing: list of `(model weight, reason)` left as initialized.
         layout: str. The layout of the keys, e.g. `"official ViT"`,
             `"timm ViT"`, `"transformers ViT"`, `"transformers DeiT"`,
-            `"timm Swin"`, `"Microsoft Swin"`, `"transformers Swin"` or
-            `"keras_vit"`.
+            `"keras_vit"`, or a registered family's (`"timm ConViT"`,
+            `"timm Swin"`, `"Microsoft Swin"`, `"transformers Swin"`, ...).
     """
 
     source: str

@@ -45,6 +45,10 @@ def _tables():
      r"Family 'Toy' registers names that exist already: \['build_variant'\]"),
     (_toy(exports={"keras_vit.layers": {"GPSA": object}}),
      r"Family 'Toy' registers keras_vit.layers exports that exist already: \['GPSA'\]"),
+    (_toy(exports={"keras_vit.layers": {"TransformerBlock": object}}),
+     r"Family 'Toy' registers keras_vit.layers exports that exist already: \['TransformerBlock'\]"),
+    (_toy(builders={"backbone": lambda: None}, architectures={}),
+     r"Family 'Toy' registers names that exist already: \['backbone'\]"),
     (_toy(checkpoint_layout=lambda fmt, arrays: None), r"Family 'Toy' gives `checkpoint_layout` without `convert`"),
     (_toy(position_weight="toy/position"), r"Family 'Toy' gives `position_weight` without `resample_position`"),
 ])

@@ -1,4 +1,7 @@
-"""DeiT's distilled top: two heads on the class and distillation tokens (Touvron et al. 2021).
+"""The distillation token's top: two heads on the class and distillation tokens (DeiT, Touvron et al. 2021).
+
+Shared by every ViT-like builder (`distillation=True`: the DeiT variants,
+ConViT SM B), so the skeleton builds it whatever the family.
 
 DeiT Sec. 5 ("Distillation token"; "Classification with our approach"): the
 class token's head is trained against the true label, the distillation

@@ -209,6 +209,22 @@ def exported_names(package):
     return sorted(name for spec in FAMILIES.values() for name in spec.exports.get(package, {}))
 
 
+def answer_exports(package, namespace):
+    """`(__getattr__, __dir__)` for a module that answers for the families' exports (PEP 562).
+
+    Args:
+        package: str. The module's `__name__`.
+        namespace: dict. Its `globals()`, whose names `__dir__` lists with the exports.
+    """
+    def __getattr__(name):
+        return exported(package, name)
+
+    def __dir__():
+        return sorted({*namespace, *exported_names(package)})
+
+    return __getattr__, __dir__
+
+
 def position_weights():
     """The registered families' own position embedding paths (`FamilySpec.position_weight`)."""
     return [spec.position_weight for spec in FAMILIES.values() if spec.position_weight]

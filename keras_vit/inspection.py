@@ -50,14 +50,20 @@ def first_layer(model, classes):
     return next((layer for layer in model.layers if isinstance(layer, classes)), None)
 
 
+def _without_subclasses(classes):
+    # A family's `TransformerBlock` (ConViT's, DINOv2's) is found as one: the messages
+    # that list the classes name each kind of block once.
+    return tuple(cls for cls in classes if not any(cls is not other and issubclass(cls, other) for other in classes))
+
+
 def block_classes():
     """Every block class of the families: `TransformerBlock` and the registered families' own."""
-    return (TransformerBlock, *families.block_classes())
+    return _without_subclasses((TransformerBlock, *families.block_classes()))
 
 
 def vit_block_classes():
     """The block classes that take the patch tokens (and any prefix tokens) of one grid, as ViT's do."""
-    return (TransformerBlock, *families.block_classes(feature_blocks_only=True))
+    return _without_subclasses((TransformerBlock, *families.block_classes(feature_blocks_only=True)))
 
 
 def family(model):
@@ -254,11 +260,6 @@ def model_architecture(model):
         builder, arguments = spec.architecture_of(model)
     else:
         builder, arguments = "VisionTransformer", vit_arguments(model)
-        block = first_layer(model, TransformerBlock)
-        if hasattr(block, "architecture_arguments"):
-            # A registered family's block gives its builder and own arguments.
-            builder, own = block.architecture_arguments(model)
-            arguments.update(own)
     inputs = getattr(model, "inputs", None)
     if inputs:
         arguments["num_channels"] = inputs[0].shape[-1]

@@ -44,10 +44,4 @@ __all__ = [
     "vit_forward_macs",
 ]
 
-
-def __getattr__(name):
-    return families.exported(__name__, name)
-
-
-def __dir__():
-    return sorted({*globals(), *families.exported_names(__name__)})
+__getattr__, __dir__ = families.answer_exports(__name__, globals())

@@ -81,11 +81,5 @@ def plot_embedding_filters(components, columns=7):
     fig.suptitle("RGB embedding filters (principal components)")
     return fig
 
-
-def __getattr__(name):
-    # A family's figure kept in its folder, answered here where it was public before.
-    return families.exported(__name__, name)
-
-
-def __dir__():
-    return sorted({*globals(), *families.exported_names(__name__)})
+# A family's figure kept in its folder (ConViT's gates), answered here where it was public before.
+__getattr__, __dir__ = families.answer_exports(__name__, globals())

@@ -49,10 +49,4 @@ __all__ = [
     "code_path",
 ]
 
-
-def __getattr__(name):
-    return families.exported(__name__, name)
-
-
-def __dir__():
-    return sorted({*globals(), *families.exported_names(__name__)})
+__getattr__, __dir__ = families.answer_exports(__name__, globals())

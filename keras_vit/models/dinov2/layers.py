@@ -146,14 +146,6 @@ class DINOv2Block(TransformerBlock):
             LayerScale(self.layer_scale_init, dtype=self.dtype_policy, name=name) for name in ("ls1", "ls2")
         )
 
-    def architecture_arguments(self, model):
-        """`("DINOv2", arguments)`: the builder and the arguments of `model` beyond ViT's that fix its weights."""
-        registers = [layer for layer in model.layers if isinstance(layer, RegisterTokens)]
-        return "DINOv2", {
-            "mlp_activation": self.mlp_activation,
-            "num_register_tokens": registers[0].num_tokens if registers else 0,
-        }
-
     def get_config(self):
         config = super().get_config()
         for key in ("relative_positions", "relative_position_initializer"):

@@ -276,11 +276,42 @@ ALL_SLOW = {
 }
 
 
+# The longest tests, longest first (measured 2026-11-30, a whole TensorFlow run and the JAX phase
+# under `-n 2`), run before all others. xdist's worksteal hands each worker a contiguous half of
+# the collection and rebalances by taking queued tests from the end: a long test left near the
+# end of a half ran alone while the other worker had finished (the TensorFlow phase's wall time
+# was 108 s over half its summed test time). Only tests whose fixtures are function-scoped or
+# cheap module-scoped ones move, so that no costly fixture is set up twice.
+FIRST = (
+    "benchmarks/test_gpu_script.py::test_dry_run_runs_every_step_and_writes_the_table",  # 164 s
+    "train/test_main.py::test_killed_runs_resume_at_the_checkpointed_step_and_match",  # 67 s; JAX 88 s
+    "train/test_jax.py::test_fsdp_with_the_default_model_evaluates_many_batches_like_one_device",  # JAX 80 s
+    "train/test_multi_worker.py::test_a_killed_worker_stops_the_job_which_resumes_and_trains_like_one_process",
+    "benchmarks/test_scripts.py::test_fast_paths_measures_each_case_and_remat_lowers_the_peak",  # 68 s
+    "docs/test_browser.py::test_every_page_loads_without_console_errors_and_no_table_is_cut_off",  # 60 s
+    "train/test_multi_host_jax.py::test_two_hosts_train_like_one_process_and_resume_from_their_orbax_checkpoint",
+    "benchmarks/test_scripts.py::test_input_pipeline_benchmark_measures_every_source",  # 55 s
+    "train/test_jax.py::test_fsdp_over_a_2x4_mesh_trains_like_one_device_and_orbax_checkpoints_move_between_layouts",
+    "notebooks/test_notebooks.py::test_notebook_runs_twice_and_draws",  # 51 s, 25 s, 17 s
+    "benchmarks/test_distillation_script.py::test_distillation_prints_the_teacher_and_every_student_row",  # 39 s
+    "train/test_jax.py::test_data_parallel_over_8_devices_trains_like_one_device",  # JAX 31 s
+    "train/test_strategy.py::test_mirrored_on_two_cpus_matches_one_device",  # 30 s
+    "train/test_distillation_cli.py::test_hard_distillation_resumes_exactly_and_exports_the_student_alone",  # 29 s
+)
+
+
 def backend_class(path):
     """`BOTH` or `ONE` for a test file (a path under tests/), or None when unclassified."""
     relative = pathlib.Path(path).resolve().relative_to(TESTS).as_posix()
     matches = [key for key in BACKENDS if relative == key or relative.startswith(key + "/")]
     return BACKENDS[max(matches, key=len)] if matches else None
+
+
+def run_first(items):
+    """`items` with those of `FIRST` ahead, in its order; every other test keeps its place (a stable sort)."""
+    rank = {entry: position for position, entry in enumerate(FIRST)}
+    return sorted(items, key=lambda item: rank.get(
+        f"{item.path.resolve().relative_to(TESTS).as_posix()}::{item.originalname}", len(FIRST)))
 
 
 def pytest_collection_modifyitems(config, items):
@@ -296,6 +327,7 @@ def pytest_collection_modifyitems(config, items):
             unclassified.add(str(item.path))
         else:
             item.add_marker(kind)
+    items[:] = run_first(items)
     if unclassified:
         raise pytest.UsageError(
             f"Test files without a backend class in tests/conftest.py BACKENDS: {sorted(unclassified)}")

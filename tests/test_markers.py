@@ -39,14 +39,30 @@ def test_backend_class_takes_the_longest_matching_path():
     assert conftest.backend_class(TESTS / "no_such_folder" / "test_x.py") is None
 
 
-def test_every_slow_entry_names_a_test_that_exists():
+def test_every_slow_or_first_entry_names_a_test_that_exists():
     stale = []
-    for entry in conftest.SLOW:
+    assert len(set(conftest.FIRST)) == len(conftest.FIRST)
+    for entry in (*conftest.SLOW, *conftest.FIRST):
         relative, name = entry.split("::")
         path = TESTS / relative
         if not path.exists() or name not in defined_tests(path):
             stale.append(entry)
-    assert not stale, f"tests/conftest.py SLOW names tests that do not exist: {stale}"
+    assert not stale, f"tests/conftest.py SLOW or FIRST names tests that do not exist: {stale}"
+
+
+def test_the_longest_tests_run_first_and_the_others_keep_their_order():
+    import types
+
+    def item(entry):
+        relative, name = entry.split("::")
+        return types.SimpleNamespace(path=TESTS / relative, originalname=name)
+
+    others = [item("layers/test_patches.py::test_a"), item("models/test_models.py::test_b"),
+              item("layers/test_patches.py::test_c")]
+    first, second = item(conftest.FIRST[0]), item(conftest.FIRST[1])
+    # Every parametrization of a test in FIRST shares its originalname and moves with it.
+    ordered = conftest.run_first([others[0], second, others[1], first, others[2], second])
+    assert ordered == [first, second, second, *others]
 
 
 def test_the_development_loop_keeps_a_test_of_every_file_but_the_end_to_end_ones():

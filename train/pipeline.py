@@ -39,10 +39,11 @@ from keras_vit.weights.registry import known_checkpoint_key
 _as_written = tf.autograph.experimental.do_not_convert  # a shorter name for the decorator
 
 # The crop of each training image: ViT's inception crop, DeiT's (timm's) random resized
-# crop, or a plain resize; all but "none" flip half of the images horizontally.
-AUGMENTATIONS = ("inception_crop", "random_resized_crop", "flip", "none")
-_CROPS = {"inception_crop": "inception_crop", "random_resized_crop": "random_resized_crop", "flip": "resize",
-          "none": "resize"}
+# crop, a plain resize, or a resize shifted by up to 4 pixels each way (ResNet's CIFAR
+# crop, "padded_crop"); all but "none" flip half of the images horizontally.
+AUGMENTATIONS = ("inception_crop", "random_resized_crop", "padded_crop", "flip", "none")
+_CROPS = {"inception_crop": "inception_crop", "random_resized_crop": "random_resized_crop",
+          "padded_crop": "padded_crop", "flip": "resize", "none": "resize"}
 # The shuffle buffer of sources read as a stream (TFDS).
 SHUFFLE_BUFFER = 50_000
 # `--randaugment=N` is DeiT's policy at magnitude N.

@@ -1,9 +1,10 @@
 """Random crops and flips of one training image, from stateless seeds.
 
-Two crops: the random resized crop of DeiT, ConViT and Swin (timm's
+Three crops: the random resized crop of DeiT, ConViT and Swin (timm's
 `RandomResizedCropAndInterpolation`, itself Inception's crop as torchvision
-draws it: Szegedy et al. 2015, Sec. 6) and ViT's own inception crop (TensorFlow's
-`sample_distorted_bounding_box`, as vit_jax and big_vision crop). Every random
+draws it: Szegedy et al. 2015, Sec. 6), ViT's own inception crop (TensorFlow's
+`sample_distorted_bounding_box`, as vit_jax and big_vision crop), and the padded
+crop of small images (ResNet's CIFAR-10 recipe: He et al. 2016, Sec. 4.2). Every random
 draw is a function of the `seed` argument, an int32 tensor of shape (2,), so
 the same seed gives the same crop in any process, before or after a restart,
 and the functions trace inside `tf.data.Dataset.map` with unknown image sizes.
@@ -191,6 +192,41 @@ def inception_crop(image, seed, size, area=(0.05, 1.0), ratio=(0.75, 1.33)):
     image = tf.slice(image, begin, crop_size)
     image.set_shape((None, None, channels))  # the slice loses the static channel count
     return tf.image.resize(image, size)
+
+
+def check_padding(padding):
+    """Returns `padding` as an int >= 0: the pixels added on each side before a padded crop."""
+    if isinstance(padding, bool) or not isinstance(padding, int) or padding < 0:
+        raise ValueError(f"`padding` must be an integer >= 0 (pixels on each side). Received: padding={padding!r}")
+    return padding
+
+
+def padded_crop(image, seed, size, padding=4):
+    """The image resized to `size`, zero-padded by `padding` pixels on each side, then a random `size` crop.
+
+    ResNet's CIFAR-10 augmentation (He et al. 2016, Sec. 4.2: "4 pixels are padded on
+    each side, and a 32x32 crop is randomly sampled from the padded image"): a random
+    shift of up to `padding` pixels each way, uniform over the `(2 padding + 1)^2`
+    offsets, the uncovered border black. The resize is `tf.image.resize`'s bilinear
+    one in float, as the plain `"resize"` of the small presets.
+
+    Args:
+        image: uint8 or float tensor `(H, W, C)`, values in [0, 255].
+        seed: int tensor of shape (2,).
+        size: int or pair of ints. Output `(height, width)`.
+        padding: int >= 0. Pixels added on each side. Defaults to 4.
+
+    Returns:
+        float32 tensor `(height, width, C)` in [0, 255].
+    """
+    size = to_pair(size, "size")
+    padding = check_padding(padding)
+    image = tf.image.resize(tf.cast(image, tf.float32), size)
+    if not padding:
+        return image
+    image = tf.pad(image, [[padding, padding], [padding, padding], [0, 0]])
+    top_left = tf.random.stateless_uniform((2,), as_seed(seed), minval=0, maxval=2 * padding + 1, dtype=tf.int32)
+    return tf.slice(image, tf.concat([top_left, [0]], 0), [size[0], size[1], image.shape[-1]])
 
 
 def random_flip(image, seed):

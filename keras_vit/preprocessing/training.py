@@ -24,7 +24,9 @@ from keras_vit.preprocessing.cropping import (
     as_seed,
     check_fraction_range,
     check_ratio,
+    check_padding,
     inception_crop,
+    padded_crop,
     random_flip,
     random_resized_crop,
 )
@@ -36,8 +38,9 @@ from keras_vit.preprocessing.erasing import (
 from keras_vit.preprocessing.resizing import check_interpolation
 
 # "random_resized_crop": DeiT's (timm's) crop, resized as PIL; "inception_crop":
-# ViT's; "resize": the whole image, resized as the small presets train.
-CROPS = ("random_resized_crop", "inception_crop", "resize")
+# ViT's; "resize": the whole image, resized; "padded_crop": the whole image resized,
+# padded and shifted at random (ResNet's CIFAR crop), as the main job trains.
+CROPS = ("random_resized_crop", "inception_crop", "resize", "padded_crop")
 # Area fractions of the two crops when `scale` is None.
 DEFAULT_SCALES = {"random_resized_crop": (0.08, 1.0), "inception_crop": (0.05, 1.0)}
 
@@ -100,7 +103,7 @@ def _to_uint8(image):
 
 def train_transform(image_size, crop="random_resized_crop", scale=None, ratio=(3 / 4, 4 / 3), flip=True,
                     rand_augment=None, random_erasing=0.0, erasing_mode="pixel", interpolation="bicubic",
-                    mean=IMAGENET_MEAN, std=IMAGENET_STD):
+                    mean=IMAGENET_MEAN, std=IMAGENET_STD, padding=4):
     """The training transform of one image: crop, flip, RandAugment, random erasing.
 
     The stages run in the reference order (timm's `transforms_imagenet_train`),
@@ -108,9 +111,11 @@ def train_transform(image_size, crop="random_resized_crop", scale=None, ratio=(3
 
     1. `crop`: `"random_resized_crop"` (`cropping.random_resized_crop`, resized
        with `interpolation` antialiased and rounded as PIL), `"inception_crop"`
-       (`cropping.inception_crop`) or `"resize"` (the whole image). The last two
-       resize bilinearly without antialiasing, in float, as ViT's pipeline and
-       the small presets always did; `interpolation` does not apply to them.
+       (`cropping.inception_crop`), `"resize"` (the whole image) or
+       `"padded_crop"` (the whole image shifted by up to `padding` pixels,
+       `cropping.padded_crop`). The last three resize bilinearly without
+       antialiasing, in float, as ViT's pipeline and the small presets do;
+       `interpolation` does not apply to them.
     2. `flip`: left-right with probability 0.5.
     3. `rand_augment`: timm's policy string, e.g. `"rand-m9-mstd0.5-inc1"`, on the
        uint8 crop; its fill colour is `round(mean * 255)`, as timm's `img_mean`.
@@ -135,6 +140,8 @@ def train_transform(image_size, crop="random_resized_crop", scale=None, ratio=(3
             colours of RandAugment and random erasing. Defaults to ImageNet's.
         std: 3 floats. The models' normalisation standard deviation, for
             random erasing. Defaults to ImageNet's.
+        padding: int >= 0. Pixels of `"padded_crop"`'s border on each side.
+            Defaults to 4 (ResNet's CIFAR recipe). Unused by the other crops.
 
     Returns:
         A function `f(image, seed)` of one uint8 image `(H, W, C)` (C 1 or 3; a
@@ -146,6 +153,7 @@ def train_transform(image_size, crop="random_resized_crop", scale=None, ratio=(3
     check_crop(crop)
     scale = check_fraction_range(DEFAULT_SCALES.get(crop, (1.0, 1.0)) if scale is None else scale, "scale")
     ratio = check_ratio(ratio)
+    padding = check_padding(padding)
     check_bool(flip, "flip")
     check_probability(random_erasing, "random_erasing")
     check_erasing_mode(erasing_mode)
@@ -171,6 +179,8 @@ def train_transform(image_size, crop="random_resized_crop", scale=None, ratio=(3
             image = random_resized_crop(image, seeds[0], size, scale, ratio, interpolation)
         elif crop == "inception_crop":
             image = inception_crop(image, seeds[0], size, scale, ratio)
+        elif crop == "padded_crop":
+            image = padded_crop(image, seeds[0], size, padding)
         else:
             image = tf.image.resize(tf.cast(image, tf.float32), size)
         if flip:

@@ -46,6 +46,8 @@ def test_bench_rejects_unknown_variants():
     assert result.returncode == 2 and "--variants: unknown 'ViT_Q16'" in result.stderr
 
 
+# About 45-55 s: four measuring processes, as the script runs them (each pinned to one core, three
+# tracing DeiT's RandAugment into tf.data, timm's with a DataLoader worker), one per row it prints.
 def test_input_pipeline_benchmark_measures_every_source():
     text = run("benchmarks/input_pipeline.py", "--images=24", "--image_size=32", "--batch_size=4", "--batches=2",
                "--warmup=1", "--threads=1")
@@ -66,7 +68,7 @@ def _table_rows(text):
             if line.startswith("| ") and not line.startswith("| case")]
 
 
-# About 45 s: each case is a process of its own with an XLA compile, as the script measures them
+# About 55-70 s: each case is a process of its own with an XLA compile, as the script measures them
 # (a two-block model); four cases cover the script's kinds (patched, model argument, compile
 # argument, distribution scope).
 def test_fast_paths_measures_each_case_and_remat_lowers_the_peak(tmp_path):

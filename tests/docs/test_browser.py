@@ -72,6 +72,8 @@ _WIDE_TABLES = """() => {
 }"""
 
 
+# About 55-60 s: every page of the built site (over 30) loaded in Chromium with its scripts,
+# MathJax and fonts, one after another; one test, so that the browser starts once for them all.
 def test_every_page_loads_without_console_errors_and_no_table_is_cut_off(served, browser):
     base, site = served
     pages = sorted(path.relative_to(site).parent.as_posix() for path in site.rglob("index.html"))

@@ -142,6 +142,34 @@ def test_random_flip_flips_half_the_time_and_repeats_with_its_seed(photographs):
     np.testing.assert_array_equal(cropping.random_flip(image, [4, 2]), cropping.random_flip(image, [4, 2]))
 
 
+def _numpy_padded_crop(resized, padding, top, left):
+    """ResNet's CIFAR crop written out: zeros around the image, then a window at (top, left)."""
+    height, width, channels = resized.shape
+    padded = np.zeros((height + 2 * padding, width + 2 * padding, channels), np.float32)
+    padded[padding:padding + height, padding:padding + width] = resized
+    return padded[top:top + height, left:left + width]
+
+
+def test_padded_crop_is_a_shifted_window_of_the_zero_padded_resize_with_uniform_offsets(photographs):
+    image = photographs["chelsea_small"]
+    resized = tf.image.resize(tf.cast(image, tf.float32), (24, 32)).numpy()
+    windows = {(top, left): _numpy_padded_crop(resized, 3, top, left) for top in range(7) for left in range(7)}
+    crops = draws(lambda seed: cropping.padded_crop(image, seed, (24, 32), padding=3), 980)
+    offsets = []
+    for crop in crops:
+        found = [offset for offset, window in windows.items() if np.array_equal(crop, window)]
+        assert len(found) == 1, "each crop must be exactly one window of the padded image"
+        offsets.append(found[0])
+    # 49 offsets, 20 draws expected each: a chi-square test of uniformity at p = 0.001.
+    counts = np.bincount([7 * top + left for top, left in offsets], minlength=49)
+    assert stats.chisquare(counts).pvalue > 1e-3, counts
+    np.testing.assert_array_equal(cropping.padded_crop(image, [5, 1], 24, 0), tf.image.resize(
+        tf.cast(image, tf.float32), (24, 24)))
+    transform = training.train_transform(24, crop="padded_crop", flip=False, padding=2)
+    np.testing.assert_array_equal(transform(image, [8, 9]), transform(image, [8, 9]))
+    assert transform(image[..., :1], [8, 9]).shape == (24, 24, 1)
+
+
 # --- Random erasing -----------------------------------------------------------------------------------
 
 
@@ -366,8 +394,10 @@ def test_deit_transform_follows_timms_create_transform(photographs, photo):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"crop": "center"}, (r"`crop` must be one of \('random_resized_crop', 'inception_crop', 'resize'\)\. "
-                          r"Received: crop='center'")),
+    ({"crop": "center"}, (r"`crop` must be one of \('random_resized_crop', 'inception_crop', 'resize', "
+                          r"'padded_crop'\)\. Received: crop='center'")),
+    ({"padding": -1}, r"`padding` must be an integer >= 0 \(pixels on each side\)\. Received: padding=-1"),
+    ({"padding": 2.5}, r"`padding` must be an integer >= 0 .* Received: padding=2.5"),
     ({"scale": (0.0, 1.0)}, r"`scale` must be a pair .* Received: scale=\(0.0, 1.0\)"),
     ({"scale": (0.5, 0.2)}, r"`scale` must be a pair .* Received: scale=\(0.5, 0.2\)"),
     ({"scale": (0.5, 1.5)}, r"`scale` must be a pair .* Received: scale=\(0.5, 1.5\)"),

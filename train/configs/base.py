@@ -35,7 +35,8 @@ class TrainConfig:
     clip_norm: float = None
     ema_decay: float = None
     label_smoothing: float = 0.0
-    augmentation: str = "inception_crop"  # inception_crop (ViT) | random_resized_crop (DeiT) | flip | none
+    # inception_crop (ViT) | random_resized_crop (DeiT) | padded_crop (ResNet's CIFAR) | flip | none
+    augmentation: str = "inception_crop"
     # timm's RandAugment policy (keras_vit.preprocessing.randaugment), e.g. DeiT's
     # "rand-m9-mstd0.5-inc1"; an integer N is that policy at magnitude N.
     randaugment: str = None

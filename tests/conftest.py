@@ -280,7 +280,9 @@ ALL_SLOW = {
 # under `-n 2`), run before all others. xdist's worksteal hands each worker a contiguous half of
 # the collection and rebalances by taking queued tests from the end: a long test left near the
 # end of a half ran alone while the other worker had finished (the TensorFlow phase's wall time
-# was 108 s over half its summed test time). Only tests whose fixtures are function-scoped or
+# was 108 s over half its summed test time). On that VM the order made no measurable difference
+# (1,286 s either way: the long multi-process tests slowed each other at the start; design notes),
+# but no phase ends on one worker's minute-long test. Only tests whose fixtures are function-scoped or
 # cheap module-scoped ones move, so that no costly fixture is set up twice.
 FIRST = (
     "benchmarks/test_gpu_script.py::test_dry_run_runs_every_step_and_writes_the_table",  # 164 s
@@ -307,18 +309,21 @@ def backend_class(path):
     return BACKENDS[max(matches, key=len)] if matches else None
 
 
+def entry(item):
+    """A collected test as `SLOW` and `FIRST` name it: `path/under/tests.py::name`, every parametrization alike."""
+    return f"{item.path.resolve().relative_to(TESTS).as_posix()}::{item.originalname}"
+
+
 def run_first(items):
     """`items` with those of `FIRST` ahead, in its order; every other test keeps its place (a stable sort)."""
-    rank = {entry: position for position, entry in enumerate(FIRST)}
-    return sorted(items, key=lambda item: rank.get(
-        f"{item.path.resolve().relative_to(TESTS).as_posix()}::{item.originalname}", len(FIRST)))
+    rank = {name: position for position, name in enumerate(FIRST)}
+    return sorted(items, key=lambda item: rank.get(entry(item), len(FIRST)))
 
 
 def pytest_collection_modifyitems(config, items):
     unclassified = set()
     for item in items:
-        relative = item.path.resolve().relative_to(TESTS).as_posix()
-        if f"{relative}::{item.originalname}" in SLOW:
+        if entry(item) in SLOW:
             item.add_marker(pytest.mark.slow)
         if item.get_closest_marker(BOTH) or item.get_closest_marker(ONE):
             continue  # the test's own marker overrides its file's

@@ -38,6 +38,14 @@ for _flag in CPU_PASSES_OFF:
     if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_flag}".strip()
 
+# OpenVINO's converter sends usage telemetry unless told not to, and each event forks the whole
+# Python process (`multiprocessing`, about 40 forks for one conversion). A fork copies the page
+# tables, and every page the process writes afterwards is copied again: in an xdist worker that
+# had grown to gigabytes, the OpenVINO tests took 212 test-seconds against 34 in a fresh process.
+# OpenVINO declines telemetry in CI jobs (`CI=true`), which this run is; the workers and
+# subprocesses inherit it.
+os.environ.setdefault("CI", "true")
+
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

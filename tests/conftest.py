@@ -40,8 +40,8 @@ for _flag in CPU_PASSES_OFF:
 
 # OpenVINO's converter sends usage telemetry unless told not to, and each event forks the whole
 # Python process (`multiprocessing`, about 40 forks for one conversion). A fork copies the page
-# tables, and every page the process writes afterwards is copied again: in an xdist worker that
-# had grown to gigabytes, the OpenVINO tests took 212 test-seconds against 34 in a fresh process.
+# tables, and each page the process writes while the children live is copied: in an xdist worker
+# that had grown to gigabytes, the OpenVINO tests took 212 test-seconds against 36 s in a fresh process.
 # OpenVINO declines telemetry in CI jobs (`CI=true`), which this run is; the workers and
 # subprocesses inherit it.
 os.environ.setdefault("CI", "true")

@@ -43,6 +43,12 @@ def openvino(model, path, batch_size=None):
     a temporary folder beside `path` and renamed onto their names, the `.xml`
     last; if that last rename fails the old `.bin` is put back.
 
+    OpenVINO's converter sends usage telemetry unless declined (`opt_in_out
+    --opt_out`, or `CI=true` in the environment), each event from a forked copy
+    of this process: in a process holding gigabytes those forks can be most of
+    the export's time (the export guide has figures). keras_vit leaves the
+    choice to you.
+
     Args:
         model: A built single-input Keras model, float or quantized by
             `model.quantize("int8")` (then exported with its int8 weights

@@ -41,8 +41,8 @@ for _flag in CPU_PASSES_OFF:
 # OpenVINO's converter sends usage telemetry unless told not to, and each event forks the whole
 # Python process (`multiprocessing`, about 40 forks for one conversion). A fork copies the page
 # tables, and each page the process writes while the children live is copied: in an xdist worker
-# that had grown to gigabytes, the OpenVINO tests took 212 test-seconds; their file
-# alone, in a fresh process, 36 s.
+# that had grown to gigabytes, the OpenVINO tests took 212 test-seconds; their file alone, in a
+# fresh process, 36 s.
 # OpenVINO declines telemetry in CI jobs (`CI=true`), which this run is; the workers and
 # subprocesses inherit it.
 os.environ.setdefault("CI", "true")

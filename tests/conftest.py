@@ -39,7 +39,7 @@ for _flag in CPU_PASSES_OFF:
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_flag}".strip()
 
 # OpenVINO's converter sends usage telemetry unless told not to, and each event forks the whole
-# Python process (`multiprocessing`, about 40 forks for one conversion). A fork copies the page
+# Python process (`multiprocessing`: 27 forks to export the testing ViT). A fork copies the page
 # tables, and each page the process writes while the children live is copied: in an xdist worker
 # that had grown to gigabytes, the OpenVINO tests took 212 test-seconds; their file alone, in a
 # fresh process, 36 s.

@@ -89,6 +89,23 @@ def test_batch_size_is_free_unless_fixed(vit_export, tmp_path):
     np.testing.assert_allclose(keras_vit.export.openvino_predict(compiled, images), expected, atol=FLOAT_ATOL, rtol=0)
 
 
+# Forks of this process (`multiprocessing`, `os.fork`) since the module was imported.
+_forks = []
+os.register_at_fork(before=lambda: _forks.append(1))
+
+
+@tensorflow_only
+def test_an_export_in_the_test_run_forks_nothing(tmp_path):
+    # OpenVINO's converter forks the process for each telemetry event (27 for this export)
+    # unless it declines them, which it does under tests/conftest.py's `CI=true`: in a worker
+    # grown to gigabytes the forks made these tests ten times slower. This fails if the
+    # setting is dropped, or an OpenVINO release stops reading it.
+    model = build("vit")
+    before = len(_forks)
+    keras_vit.export.openvino(model, str(tmp_path / "model.xml"))
+    assert len(_forks) == before
+
+
 @tensorflow_only
 def test_keras_int8_model_exports_its_dequantized_weights(tmp_path):
     model = build("vit")

@@ -179,6 +179,10 @@ def check_objective(config):
         # which no appendix target is, and its values leave [0, 255], outside the targets' bins.
         raise ValueError("--objective=masked_patch_prediction predicts each image's own patches and takes no "
                          f"random erasing: set --random_erasing=0. Received: random_erasing={config.random_erasing}")
+    if config.eval_flip is True:
+        # It averages class logits; the pretrainer has none (its export is the encoder).
+        raise ValueError("--objective=masked_patch_prediction has no class logits for --eval_flip to average: "
+                         "set --eval_flip=false. Received: eval_flip=True")
 
 
 def check_randaugment(config):
@@ -239,7 +243,7 @@ def check_config(config):
             "--remat cannot be combined with --dropout_rate (the recomputed backward pass would draw other "
             f"dropout masks); --drop_path_rate is supported. Received: remat=True, dropout_rate={config.dropout_rate}"
         )
-    for field in ("jit_compile", "remat"):
+    for field in ("jit_compile", "remat", "eval_flip"):
         if not isinstance(getattr(config, field), bool):
             _fail(field, getattr(config, field), "true or false")
     check_pretrained(config)

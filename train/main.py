@@ -176,8 +176,14 @@ def main(argv):
              else "n/a (the workdir's run was already complete)")
     if summary["accuracy"] is None:  # masked patch prediction: no labels, no accuracy
         result = f"  pretraining loss  {summary['loss']:.4f} (masked patch prediction, on the test images)\n"
+        serves = "(the encoder; its head is untrained: fine-tune before serving)"
+    elif "one_view_accuracy" in summary:  # --eval_flip
+        result = (f"  test accuracy     {summary['accuracy']:.4f} (each image and its mirror image averaged, "
+                  f"--eval_flip; one view: {summary['one_view_accuracy']:.4f})\n")
+        serves = "(serve: uint8 images -> probabilities, each image and its mirror image averaged)"
     else:
         result = f"  test accuracy     {summary['accuracy']:.4f}\n"
+        serves = "(serve: uint8 images -> probabilities)"
     if not summary["chief"]:
         print(f"\nDone (a non-chief worker: the chief writes checkpoints, logs and the exported model).\n"
               f"{result}"
@@ -193,7 +199,7 @@ def main(argv):
         f"  model             {summary['model_path']}"
         f"{' (the pretrained encoder: fine-tune it with --pretrained)' if summary['accuracy'] is None else ''}\n"
         f"  SavedModel        {summary['saved_model_path']} "
-        f"{'(the encoder; its head is untrained: fine-tune before serving)' if summary['accuracy'] is None else '(serve: uint8 images -> probabilities)'}\n"
+        f"{serves}\n"
         f"  TensorBoard logs  {os.path.join(summary['workdir'], 'logs')}\n"
         f"  checkpoints       {os.path.join(summary['workdir'], 'checkpoints')}",
         flush=True,

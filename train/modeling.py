@@ -2,6 +2,8 @@
 
 import inspect
 
+import keras
+
 import keras_vit
 
 PRECISIONS = ("float32", "bfloat16")
@@ -43,3 +45,22 @@ def build_model(config, num_classes, image_size, channels):
     if config.pretrained:
         report = keras_vit.load_weights(model, config.pretrained)
     return model, report
+
+
+def mirror_averaged(model):
+    """`model` on each image and on its mirror image, the two logits averaged (`--eval_flip`).
+
+    A functional model over `model` itself (its weights, not a copy): what the
+    run evaluates and the SavedModel serves when `--eval_flip` is on.
+
+    Args:
+        model: A classifier returning logits, images `(batch, height, width, channels)` in.
+
+    Returns:
+        A `keras.Model` with `model`'s input and float32 logits out.
+    """
+    images = keras.Input(model.input_shape[1:], name="images")
+    # Width is axis 2 of channels-last images: left and right swap, as the training flips do.
+    views = [model(images), model(keras.ops.flip(images, axis=2))]
+    logits = keras.ops.mean(keras.ops.stack([keras.ops.cast(v, "float32") for v in views]), axis=0)
+    return keras.Model(images, logits, name=f"{model.name}_mirror_averaged")

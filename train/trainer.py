@@ -21,7 +21,7 @@ from train.analysis_logging import AnalysisLogger, check_model_supports, parse_a
 from train.callbacks import SynchronousBatchEnds, Throughput, needs_synchronous_batch_ends
 from train.checkpoints import CheckpointManager, PreemptionCheckpoint
 from train.checks import check_config
-from train.modeling import build_model
+from train.modeling import build_model, mirror_averaged
 from train.optimization import make_optimizer
 from train.strategy import JaxDistribution, barrier, is_chief
 from train.workdir import check_workdir, check_workdir_lock, prepare_workdir
@@ -336,8 +336,15 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
         return summary
     if config.ema_decay is not None:
         use_average_weights(model)
+    served = student
     with scope():
         results = model.evaluate(eval_ds, verbose=0, return_dict=True, callbacks=synchronous)
+        if config.eval_flip:
+            summary["one_view_accuracy"] = float(results["accuracy"])
+            served = mirror_averaged(student)
+            served.compile(loss=supervision["loss"], metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
+                           jit_compile=config.jit_compile)
+            results = served.evaluate(eval_ds, verbose=0, return_dict=True, callbacks=synchronous)
     # Masked patch prediction has no accuracy: its loss is the pretraining objective's.
     summary["accuracy"] = float(results["accuracy"]) if "accuracy" in results else None
     summary["loss"] = float(results["loss"])
@@ -353,7 +360,7 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
         check_held()
         export.keras_file(student, model_path)
         check_held()
-        export.saved_model(student, saved_model_path)
+        export.saved_model(served, saved_model_path)
         if chief:
             summary["model_path"], summary["saved_model_path"] = model_path, saved_model_path
             check_held()

@@ -113,6 +113,9 @@ def test_default_preset_is_the_hybrid_on_32_pixel_images(tmp_path, idx_dir):
                       f"--model_kwargs={tiny_transformer}"]) == 0
     config = json.loads((workdir / "config.json").read_text())
     assert config["image_size"] == 32 and config["model_kwargs"]["resnet_stages"] == []
+    # Its evaluation: each test image and its mirror image (the training flips), both accuracies kept.
+    assert config["eval_flip"] and config["augmentation"] == "flip"
+    assert set(json.loads((workdir / "summary.json").read_text())) >= {"accuracy", "one_view_accuracy"}
     model = keras.models.load_model(str(workdir / "model.keras"))
     assert tuple(model.input_shape) == (None, 32, 32, 1)
     root = model.get_layer("conv_root")
@@ -120,6 +123,40 @@ def test_default_preset_is_the_hybrid_on_32_pixel_images(tmp_path, idx_dir):
     # 32 px -> root stride 4 -> an 8x8 map -> 2x2 patches: 16 tokens and the class token.
     assert model.get_layer("patch_encoder").output.shape[1:] == (16, 24)
     assert model.get_layer("class_token").output.shape[1] == 17
+
+
+def test_eval_flip_reports_and_serves_each_image_averaged_with_its_mirror_image(tmp_path, idx_dir, capsys):
+    import gzip
+
+    import tensorflow as tf
+
+    workdir = tmp_path / "run"
+    assert call_main(list(tiny_flags(workdir, idx_dir, "--steps=24", "--learning_rate=1e-2", "--eval_flip=true"))) == 0
+    out = capsys.readouterr().out
+    summary = json.loads((workdir / "summary.json").read_text())
+    # The reference: model.keras's logits on each test image and on its mirror image (numpy's
+    # flip of the width axis), averaged here. Accuracy within one image of 64 (argmax of near ties
+    # after another float summation order).
+    with gzip.open(os.path.join(idx_dir, "t10k-images-idx3-ubyte.gz")) as f:
+        images = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 16, 16, 1)
+    with gzip.open(os.path.join(idx_dir, "t10k-labels-idx1-ubyte.gz")) as f:
+        labels = np.frombuffer(f.read(), np.uint8, offset=8)
+    model = keras.models.load_model(str(workdir / "model.keras"))
+    one_view = keras.ops.convert_to_numpy(model(images.astype("float32")))
+    mirror = keras.ops.convert_to_numpy(model(images[:, :, ::-1].astype("float32")))
+    averaged = (one_view + mirror) / 2
+    assert abs(summary["accuracy"] - np.mean(averaged.argmax(-1) == labels)) <= 1 / 64 + 1e-6
+    assert abs(summary["one_view_accuracy"] - np.mean(one_view.argmax(-1) == labels)) <= 1 / 64 + 1e-6
+    assert f"test accuracy     {summary['accuracy']:.4f} (each image and its mirror image averaged" in out
+    assert f"one view: {summary['one_view_accuracy']:.4f})" in out
+    # The SavedModel serves the averaged model: on images that are not mirror-symmetric its log
+    # probabilities are the average logits' log softmax (atol 1e-5), which the one view's miss.
+    noise = np.random.default_rng(0).integers(0, 255, (3, 16, 16, 1)).astype(np.uint8)
+    logits = [keras.ops.convert_to_numpy(model(x.astype("float32"))) for x in (noise, noise[:, :, ::-1])]
+    expected = keras.ops.convert_to_numpy(keras.ops.log_softmax((logits[0] + logits[1]) / 2))
+    assert np.abs(keras.ops.convert_to_numpy(keras.ops.log_softmax(logits[0])) - expected).max() > 1e-4
+    loaded = tf.saved_model.load(str(workdir / "saved_model"))
+    np.testing.assert_allclose(np.log(loaded.serve(tf.constant(noise)).numpy()), expected, atol=1e-5)
 
 
 def test_image_folder_with_a_corrupt_file_and_sgd_linear(tmp_path, capsys):

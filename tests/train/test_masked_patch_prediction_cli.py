@@ -60,6 +60,8 @@ def test_pretrain_then_fine_tune_the_exported_encoder(tmp_path, idx_dir, capsys)
      r"takes no MixUp or CutMix.*Received: mixup=0.0, cutmix=1.0"),
     (dict(objective="masked_patch_prediction", random_erasing=0.25),
      r"takes no random erasing: set --random_erasing=0. Received: random_erasing=0.25"),
+    (dict(objective="masked_patch_prediction", eval_flip=True),
+     r"has no class logits for --eval_flip to average: set --eval_flip=false. Received: eval_flip=True"),
 ])
 def test_bad_objective_settings_are_named(overrides, message):
     import dataclasses

@@ -36,6 +36,13 @@ def test_steps_per_execution_must_be_positive():
         check_config(TrainConfig(steps_per_execution=0))
 
 
+@pytest.mark.parametrize("field", ["jit_compile", "remat", "eval_flip"])
+def test_switches_must_be_true_or_false(field):
+    # From Python, not the command line (absl's boolean flags parse only true or false).
+    with pytest.raises(ValueError, match=rf"--{field} must be true or false. Received: {field}='yes'"):
+        check_config(TrainConfig(**{field: "yes"}))
+
+
 TINY_SWIN = {"patch_size": 2, "embed_dim": 16, "depths": [2], "num_heads": [2], "window_size": 4}
 
 

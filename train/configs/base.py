@@ -46,6 +46,11 @@ class TrainConfig:
     # the shorter side resized to image_size / eval_crop (bicubic) and the centre cropped
     # (DeiT, ConViT, Swin: 0.875); else a plain resize to image_size.
     eval_crop: float = None
+    # Evaluate and serve the average of each image's logits and its mirror image's (test-time
+    # flips: a model trained with flips has learned the symmetry). The exported SavedModel
+    # averages the same two views; model.keras is the network itself. The summary gives the
+    # one-view accuracy too.
+    eval_flip: bool = False
     mixup: float = 0.0
     cutmix: float = 0.0
     # MixUp/CutMix draw one lambda (and box) per group of this many consecutive images, as

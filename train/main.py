@@ -180,7 +180,7 @@ def main(argv):
     elif "one_view_accuracy" in summary:  # --eval_flip
         result = (f"  test accuracy     {summary['accuracy']:.4f} (each image and its mirror image averaged, "
                   f"--eval_flip; one view: {summary['one_view_accuracy']:.4f})\n")
-        serves = "(serve: uint8 images -> probabilities, each image and its mirror image averaged)"
+        serves = "(serve: uint8 images -> probabilities of each image's and its mirror image's logits averaged)"
     else:
         result = f"  test accuracy     {summary['accuracy']:.4f}\n"
         serves = "(serve: uint8 images -> probabilities)"

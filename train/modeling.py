@@ -50,11 +50,15 @@ def build_model(config, num_classes, image_size, channels):
 def mirror_averaged(model):
     """`model` on each image and on its mirror image, the two logits averaged (`--eval_flip`).
 
-    A functional model over `model` itself (its weights, not a copy): what the
-    run evaluates and the SavedModel serves when `--eval_flip` is on.
+    Test-time reflections as in Krizhevsky et al. 2012 (Sec. 4.1), who average
+    the softmax outputs of ten crops and their reflections; here the logits of
+    the whole image and its reflection. A functional model over `model` itself
+    (its weights, not a copy): what the run evaluates and the SavedModel serves
+    when `--eval_flip` is on.
 
     Args:
-        model: A classifier returning logits, images `(batch, height, width, channels)` in.
+        model: keras.Model. A classifier returning logits, taking images
+            `(batch, height, width, channels)`.
 
     Returns:
         A `keras.Model` with `model`'s input and float32 logits out.

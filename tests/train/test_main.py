@@ -131,7 +131,8 @@ def test_eval_flip_reports_and_serves_each_image_averaged_with_its_mirror_image(
     import tensorflow as tf
 
     workdir = tmp_path / "run"
-    assert call_main(list(tiny_flags(workdir, idx_dir, "--steps=24", "--learning_rate=1e-2", "--eval_flip=true"))) == 0
+    assert call_main(list(tiny_flags(workdir, idx_dir, "--steps=24", "--learning_rate=1e-2", "--ema_decay=0.5",
+                                           "--eval_flip=true"))) == 0
     out = capsys.readouterr().out
     summary = json.loads((workdir / "summary.json").read_text())
     # The reference: model.keras's logits on each test image and on its mirror image (numpy's
@@ -147,6 +148,19 @@ def test_eval_flip_reports_and_serves_each_image_averaged_with_its_mirror_image(
     averaged = (one_view + mirror) / 2
     assert abs(summary["accuracy"] - np.mean(averaged.argmax(-1) == labels)) <= 1 / 64 + 1e-6
     assert abs(summary["one_view_accuracy"] - np.mean(one_view.argmax(-1) == labels)) <= 1 / 64 + 1e-6
+    # The loss tells the views apart where the accuracies (classes by brightness, which a mirror
+    # keeps) may not: the preset's cross-entropy with label smoothing 0.1 of the averaged logits.
+    def smoothed_cross_entropy(logits):
+        targets = np.eye(logits.shape[-1])[labels] * 0.9 + 0.1 / logits.shape[-1]
+        shifted = logits - logits.max(-1, keepdims=True)
+        log_probabilities = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+        return float(np.mean(-(targets * log_probabilities).sum(-1)))
+
+    # Measured: the run's loss within 1e-7 (relative) of this, the one view's 3e-5 away; so the
+    # tolerance is 2e-6 and the views must differ by more than 1e-5.
+    expected_loss, one_view_loss = smoothed_cross_entropy(averaged), smoothed_cross_entropy(one_view)
+    assert summary["loss"] == pytest.approx(expected_loss, rel=2e-6)
+    assert abs(one_view_loss - expected_loss) > 1e-5 * expected_loss
     assert f"test accuracy     {summary['accuracy']:.4f} (each image and its mirror image averaged" in out
     assert f"one view: {summary['one_view_accuracy']:.4f})" in out
     # The SavedModel serves the averaged model: on images that are not mirror-symmetric its log

@@ -126,9 +126,9 @@ def test_default_preset_is_the_hybrid_on_32_pixel_images(tmp_path, idx_dir):
 
 
 def test_eval_flip_reports_and_serves_each_image_averaged_with_its_mirror_image(tmp_path, idx_dir, capsys):
-    import gzip
-
     import tensorflow as tf
+
+    from train.data import read_idx
 
     workdir = tmp_path / "run"
     assert call_main(list(tiny_flags(workdir, idx_dir, "--steps=24", "--learning_rate=1e-2", "--ema_decay=0.5",
@@ -138,10 +138,8 @@ def test_eval_flip_reports_and_serves_each_image_averaged_with_its_mirror_image(
     # The reference: model.keras's logits on each test image and on its mirror image (numpy's
     # flip of the width axis), averaged here. Accuracy within one image of 64 (argmax of near ties
     # after another float summation order).
-    with gzip.open(os.path.join(idx_dir, "t10k-images-idx3-ubyte.gz")) as f:
-        images = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 16, 16, 1)
-    with gzip.open(os.path.join(idx_dir, "t10k-labels-idx1-ubyte.gz")) as f:
-        labels = np.frombuffer(f.read(), np.uint8, offset=8)
+    images = read_idx(os.path.join(idx_dir, "t10k-images-idx3-ubyte.gz"))[..., None]
+    labels = read_idx(os.path.join(idx_dir, "t10k-labels-idx1-ubyte.gz"))
     model = keras.models.load_model(str(workdir / "model.keras"))
     one_view = keras.ops.convert_to_numpy(model(images.astype("float32")))
     mirror = keras.ops.convert_to_numpy(model(images[:, :, ::-1].astype("float32")))

@@ -11,13 +11,21 @@
 # runs out of time:
 #   1. the attention kernel in ViT-B/16's compiled training and inference steps
 #      (cuDNN's fused attention, or the warning that says why not);
-#   2. ViT-B/16 training, keras_vit against timm compiled, 3 interleaved repeats;
-#   3. ViT-B/16 inference, the same;
-#   4. ViT-B/16 with `model.fit` and `steps_per_execution` (what a user runs);
-#   5. DeiT-S/16 and Swin-T training against timm, one run each;
-#   6. OUTPUT_DIR/table.md: every table above, for BENCHMARKS.md.
+#   2. a profile of ViT-B/16's training step: the time in matrix products, attention,
+#      elementwise ops and the optimizer, and the kernels that took longest;
+#   3. ViT-B/16 training, keras_vit against timm compiled, 3 interleaved repeats;
+#   4. ViT-B/16 inference, the same;
+#   5. ViT-B/16 with `model.fit` and `steps_per_execution` (what a user runs);
+#   6. DeiT-S/16 and Swin-T training against timm, one run each;
+# and OUTPUT_DIR/table.md, every table above, for BENCHMARKS.md.
 # Peak memory is each measuring process's own (`jax.Device.memory_stats`, torch.cuda's):
 # one model and its step per process.
+#
+# The call keeps inside BUDGET_S seconds (510 by default: a 9-minute device call less the
+# time to copy the results back): a step runs in the time left and is stopped at the
+# budget, the steps after it are marked "not run", and table.md is rewritten after every
+# step with each step's seconds. JAX's persistent compilation cache (and inductor's own)
+# spare the repeats a second compilation: their rows' compile seconds are a warm cache's.
 #
 # DRY_RUN=1 runs every step on the CPU at toy sizes, ViT-Ti/16 and DeiT-Ti/16 standing in
 # for ViT-B/16 and DeiT-S/16, one block deep, against timm not compiled (torch.compile on a
@@ -31,22 +39,68 @@ if [[ "${DRY_RUN:-0}" == 1 ]]; then
     export JAX_PLATFORMS=cpu
     # One block per stage: the plumbing compiles in seconds, not minutes.
     vit=ViT_Ti16 deit=DeiT_Ti16 size=(--image_sizes=32 --depth=1) check=(--image_size=32 --batch_size=2 --depth=1)
+    profile=("${check[@]}" --steps=1)
     batch=2 small_batch=2 steps=1 repeats=1 infer_repeats=2 vs=(--vs=timm)
 else
     nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$out/gpu.txt"
-    vit=ViT_B16 deit=DeiT_S16 size=() check=(--batch_size=8)
+    vit=ViT_B16 deit=DeiT_S16 size=() check=(--batch_size=8) profile=(--batch_size=256 --steps=3)
+    export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-/tmp/keras_vit_jax_cache}
     batch=256 small_batch=256 steps=20 repeats=3 infer_repeats=3 vs=(--vs=timm --timm_compile)
 fi
 python3 -c "import jax, keras; print('jax', jax.__version__, jax.devices(), 'keras', keras.__version__)" | tee -a "$out/gpu.txt"
-python3 -c "import torch, timm; print('torch', torch.__version__, 'timm', timm.__version__)" 2>&1 | tee -a "$out/gpu.txt"
+# timm's version from its metadata: importing timm needs a working torchvision, which a
+# CPU-only dry run may lack (bench.py imports timm its own way).
+python3 -c "import torch; from importlib.metadata import version; print('torch', torch.__version__, 'timm', version('timm'))" \
+    2>&1 | tee -a "$out/gpu.txt"
 status=0
-step() {  # name, command...: runs it, keeps its log, notes a failure and goes on
+steps_run=(attention profile vit_b16_train vit_b16_infer vit_b16_fit deit_s16_train swin_t_train)
+# The whole call stays inside BUDGET_S seconds (the device call's limit, less a margin to
+# copy OUTPUT_DIR back): each step gets what is left, and a step with under 20 s left is
+# not started. table.md is written again after every step, so a call stopped from outside
+# still returns every table measured until then.
+budget=${BUDGET_S:-$([[ "${DRY_RUN:-0}" == 1 ]] && echo 1800 || echo 510)}
+write_table() {
+    {
+        echo "Measured $(date -u +%Y-%m-%d) with \`bash benchmarks/gpu.sh\` ($((SECONDS)) s of a ${budget} s budget):"
+        echo
+        sed 's/^/    /' "$out/gpu.txt"
+        for name in "${steps_run[@]}"; do
+            echo
+            if [[ -f "$out/$name.md" ]]; then
+                cat "$out/$name.md"
+            elif [[ -f "$out/$name.skipped" ]]; then
+                cat "$out/$name.skipped"
+            else
+                echo "$name: not measured (see its log)"
+            fi
+        done
+        echo
+        echo "Seconds per step:$(sed 's/^/ /' "$out/seconds.txt" 2>/dev/null | paste -sd ';' -)"
+    } > "$out/table.tmp" && mv "$out/table.tmp" "$out/table.md"
+}
+step() {  # name, command...: runs it in the time left, keeps its log, notes a failure and goes on
     local name=$1; shift
-    echo "== $name" >&2
-    if ! "$@" 2> "$out/$name.log"; then
-        echo "$name failed (see $out/$name.log)" | tee -a "$out/failures.txt" >&2
+    local left=$((budget - SECONDS)) began=$SECONDS
+    echo "== $name ($left s left)" >&2
+    if ((left < 20)); then
+        echo "$name: not run (${SECONDS} s of the ${budget} s budget spent before it)" > "$out/$name.skipped"
+        echo "$name not run: out of time" | tee -a "$out/failures.txt" >&2
         status=1
+    else
+        # `timeout` signals the step's whole process group (bench.py's measuring children
+        # too), and kills it 15 s later if it is still there.
+        timeout -k 15 "$left" "$@" 2> "$out/$name.log"
+        local code=$?
+        if ((code == 124 || code == 137)); then
+            echo "$name timed out at the budget (see $out/$name.log)" | tee -a "$out/failures.txt" >&2
+            status=1
+        elif ((code != 0)); then
+            echo "$name failed (see $out/$name.log)" | tee -a "$out/failures.txt" >&2
+            status=1
+        fi
     fi
+    echo "$name $((SECONDS - began))" >> "$out/seconds.txt"
+    write_table
 }
 bench() {  # name, bench.py flags
     local name=$1; shift
@@ -54,18 +108,10 @@ bench() {  # name, bench.py flags
         --output="$out/$name.md"
 }
 step attention python3 benchmarks/attention_check.py --variant="$vit" "${check[@]}" --output="$out/attention.md"
+step profile python3 benchmarks/device_profile.py --variant="$vit" "${profile[@]}" --output="$out/profile.md"
 bench vit_b16_train --variants="$vit" --batch_sizes="$batch" --modes=train --repeats="$repeats" "${vs[@]}"
 bench vit_b16_infer --variants="$vit" --batch_sizes="$batch" --modes=infer --repeats="$infer_repeats" "${vs[@]}"
 bench vit_b16_fit --variants="$vit" --batch_sizes="$batch" --modes=fit
 bench deit_s16_train --variants="$deit" --batch_sizes="$small_batch" --modes=train "${vs[@]}"
 bench swin_t_train --variants=Swin_T --batch_sizes="$small_batch" --modes=train "${vs[@]}"
-{
-    echo "Measured $(date -u +%Y-%m-%d) with \`bash benchmarks/gpu.sh\`:"
-    echo
-    sed 's/^/    /' "$out/gpu.txt"
-    for name in attention vit_b16_train vit_b16_infer vit_b16_fit deit_s16_train swin_t_train; do
-        echo
-        if [[ -f "$out/$name.md" ]]; then cat "$out/$name.md"; else echo "$name: not measured (see its log)"; fi
-    done
-} > "$out/table.md"
 exit $status

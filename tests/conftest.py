@@ -133,10 +133,12 @@ SLOW = {
     "bad_inputs/test_workdir.py::test_sigterm_handler_is_restored_when_training_ends",
     # bad_inputs/test_workdir_lock.py
     "bad_inputs/test_workdir_lock.py::test_a_second_trainer_is_refused_and_a_killed_ones_lock_is_taken_over",
+    # benchmarks/test_device_profile.py
+    "benchmarks/test_device_profile.py::test_a_cpu_run_attributes_the_step_to_every_kind",
     # benchmarks/test_distillation_script.py
     "benchmarks/test_distillation_script.py::test_distillation_prints_the_teacher_and_every_student_row",
     "benchmarks/test_distillation_script.py::test_distillation_rejects_a_missing_source_and_a_used_workdir",
-    # benchmarks/test_gpu_script.py (every test)
+    # benchmarks/test_gpu_script.py
     "benchmarks/test_gpu_script.py::test_dry_run_runs_every_step_and_writes_the_table",
     # benchmarks/test_memory.py
     "benchmarks/test_memory.py::test_memory_table_adds_up",
@@ -274,7 +276,6 @@ SLOW = {
 }
 # Test files none of whose tests is quick: each is one end-to-end run in subprocesses.
 ALL_SLOW = {
-    "benchmarks/test_gpu_script.py",
     "experiments/test_swin_ablations.py",
     "export/test_dequantize.py",
     "preprocessing/test_layers.py",

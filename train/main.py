@@ -196,6 +196,7 @@ def main(argv):
         f"  steps             {summary['step']} (resumed from {summary['resumed_from_step']})\n"
         f"  wall time         {format_duration(time.monotonic() - _START)} (process start to exported SavedModel)\n"
         f"  skipped images    {summary['skipped_images']}\n"
+        f"{_layers_line(summary)}"
         f"  model             {summary['model_path']}"
         f"{' (the pretrained encoder: fine-tune it with --pretrained)' if summary['accuracy'] is None else ''}\n"
         f"  SavedModel        {summary['saved_model_path']} "
@@ -205,6 +206,15 @@ def main(argv):
         flush=True,
     )
     return 0
+
+
+def _layers_line(summary):
+    """The summary's line on the accelerator path's layers, or nothing on the CPU path."""
+    if summary["code_path"] != "accelerator":
+        return ""
+    kernels = ", ".join(f"{kernel} ({count} traces)" for kernel, count in summary["attention_kernels"].items())
+    return (f"  layers            accelerator path (lean layer norm and MLP backward); attention: "
+            f"{kernels or 'no step traced'}\n")
 
 
 def parse_flags(argv):

@@ -14,6 +14,7 @@ import keras
 import keras_vit
 from keras_vit import export
 from keras_vit.files import exists, open_file, write_text_atomically
+from keras_vit.layers import attention_kernels, code_path
 from train import data as data_lib
 from train import files
 from train import pipeline
@@ -163,7 +164,8 @@ def train(config, workdir, strategy=None, verbose="auto", break_lock=False):
 
     Returns:
         A dict summary: accuracy, images/s, steps, whether the run was
-        preempted, and the paths written.
+        preempted, the layers' code path and attention kernels, and the
+        paths written.
 
     Raises:
         ValueError: for a configuration `check_config` refuses, before
@@ -191,6 +193,8 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
     # (lock, data, model, teacher, analyses), so a refused run leaves the workdir
     # as it found it.
     chief = is_chief(strategy)
+    # The attention kernels this run's traces take (the count is the process's).
+    kernels_before = attention_kernels()
     check_workdir(workdir, config)
     if chief:
         check_workdir_lock(workdir, break_lock)
@@ -331,6 +335,13 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
         "skipped_images": train_source.skipped.count if train_source.skipped else 0,
         "load_report": None if report is None else report.table(),
         "eval_images": eval_source.size - (eval_source.size % eval_batch if whole_batches else 0),
+        # Which path the layers took in training (the lean backward on a GPU or TPU), and
+        # the attention kernel of each step this run traced: "cudnn" on a GPU, or a
+        # fallback whose warning said why.
+        "code_path": code_path(),
+        "attention_kernels": {kernel: count - kernels_before.get(kernel, 0)
+                              for kernel, count in attention_kernels().items()
+                              if count > kernels_before.get(kernel, 0)},
     }
     if checkpointing.preempted:
         return summary

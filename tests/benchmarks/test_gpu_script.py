@@ -6,10 +6,12 @@ so that a lent GPU's minutes are not spent on a broken script.
 """
 
 import os
+import re
 import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-STEPS = ("attention", "vit_b16_train", "vit_b16_infer", "vit_b16_fit", "deit_s16_train", "swin_t_train")
+STEPS = ("attention", "profile", "vit_b16_train", "vit_b16_infer", "vit_b16_fit", "deit_s16_train",
+         "swin_t_train")
 
 
 def _rows(table):
@@ -17,9 +19,9 @@ def _rows(table):
             if line.startswith(("| keras", "| timm"))]
 
 
-# Over 60 s (about 135 s in the suite): seventeen processes (the attention check, five bench.py parents and
-# their eleven measuring children, keras_vit's and timm's), each building a one-block model and
-# compiling its step, as the device call runs them. The benches against timm were two tests of
+# Over 60 s (about 135 s in the suite): eighteen processes (the attention check, the step's
+# profile, five bench.py parents and their eleven measuring children, keras_vit's and timm's),
+# each building a one-block model and compiling its step, as the device call runs them. The benches against timm were two tests of
 # their own until #38 (each a parent and its children on TensorFlow); they are the steps here.
 def test_dry_run_runs_every_step_and_writes_the_table(tmp_path):
     result = subprocess.run(["bash", "benchmarks/gpu.sh", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
@@ -29,10 +31,15 @@ def test_dry_run_runs_every_step_and_writes_the_table(tmp_path):
                                                               and failures.read_text())
     table = (tmp_path / "table.md").read_text()
     assert "not measured" not in table and "failed" not in table
+    # The versions measured with, whether or not timm imports in this process.
+    assert "Traceback" not in table and re.search(r"torch \S+ timm \d", table), table[:2000]
     for name in STEPS:
         assert (tmp_path / f"{name}.md").read_text().strip() in table
     # The attention check: both compiled steps, on the CPU, where no cuDNN kernel can be.
     assert "| train | cpu | cpu |" in table and "| infer | cpu | cpu |" in table
+    # The step's profile: a row per kind of work (their figures are device_profile's own tests').
+    for kind in ("matmul", "attention", "elementwise", "optimizer", "other"):
+        assert f"| {kind} | " in table
     rows = _rows(table)
     # keras_vit's row for each step, and timm's beside it except for `fit` (Keras' own loop).
     assert [row[1:6] for row in rows] == [
@@ -50,3 +57,15 @@ def test_dry_run_runs_every_step_and_writes_the_table(tmp_path):
     for row in rows[2:4]:
         runs = [float(value) for value in row[8].split(",")]
         assert len(runs) == 2 and float(row[7]) in runs, row
+
+
+def test_a_spent_budget_runs_no_step_and_still_writes_the_table(tmp_path):
+    result = subprocess.run(["bash", "benchmarks/gpu.sh", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                            env={**os.environ, "DRY_RUN": "1", "BUDGET_S": "1"}, timeout=300)
+    assert result.returncode == 1
+    table = (tmp_path / "table.md").read_text()
+    for name in STEPS:
+        assert f"{name}: not run (" in table, table
+        assert not (tmp_path / f"{name}.md").exists()
+    assert (tmp_path / "failures.txt").read_text().count("not run: out of time") == len(STEPS)
+    assert "Seconds per step: attention 0;" in table

@@ -171,6 +171,37 @@ def test_eval_flip_reports_and_serves_each_image_averaged_with_its_mirror_image(
     np.testing.assert_allclose(np.log(loaded.serve(tf.constant(noise)).numpy()), expected, atol=1e-5)
 
 
+def test_on_the_accelerator_path_the_trainer_takes_the_lean_layers_and_says_so(tmp_path, idx_dir, capsys,
+                                                                               monkeypatch):
+    # What a GPU or TPU run takes by itself (`KERAS_VIT_CODE_PATH=auto` there), chosen on the CPU.
+    from keras_vit.layers import lean, mlp, normalization
+
+    monkeypatch.setenv("KERAS_VIT_CODE_PATH", "accelerator")
+    calls = {"lean_layer_norm": 0, "lean_gelu_dense": 0}
+
+    def counted(module, name):
+        function = getattr(lean, name)
+
+        def spy(*args, **kwargs):
+            calls[name] += 1
+            return function(*args, **kwargs)
+        monkeypatch.setattr(module, name, spy)
+
+    counted(normalization, "lean_layer_norm")
+    counted(mlp, "lean_gelu_dense")
+    workdir = tmp_path / "run"
+    assert call_main(list(tiny_flags(workdir, idx_dir, "--steps=4", "--precision=bfloat16"))) == 0
+    out = capsys.readouterr().out
+    summary = json.loads((workdir / "summary.json").read_text())
+    # The block's two layer norms, the encoder's, and its MLP, traced in the training step.
+    assert calls["lean_layer_norm"] >= 3 and calls["lean_gelu_dense"] >= 1, calls
+    assert summary["code_path"] == "accelerator" and np.isfinite(summary["loss"])
+    # On a CPU the attention is Keras's (XLA's own); on a GPU it would read "cudnn".
+    assert set(summary["attention_kernels"]) == {"keras"} and summary["attention_kernels"]["keras"] >= 1
+    assert (f"layers            accelerator path (lean layer norm and MLP backward); attention: "
+            f"keras ({summary['attention_kernels']['keras']} traces)") in out
+
+
 def test_image_folder_with_a_corrupt_file_and_sgd_linear(tmp_path, capsys):
     root = make_image_folder(tmp_path / "images", per_class=10, corrupt=1)
     argv = [
@@ -179,7 +210,9 @@ def test_image_folder_with_a_corrupt_file_and_sgd_linear(tmp_path, capsys):
         "--decay=linear", "--augmentation=inception_crop", JIT_FLAG, "--clip_norm=1.0",
     ]
     assert call_main(argv) == 0
-    assert "skipped images    1" in capsys.readouterr().out
+    first = capsys.readouterr().out
+    assert "skipped images    1" in first
+    assert "layers " not in first  # the CPU path: no line on the accelerator's layers
     # The same command on a finished workdir trains nothing and exports again.
     assert call_main(argv) == 0
     again = capsys.readouterr().out

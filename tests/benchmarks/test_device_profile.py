@@ -1,4 +1,4 @@
-"""`benchmarks/device_profile.py`: a GPU's kernels attributed to kinds of work, and a CPU run.
+"""`benchmarks/device_profile.py` and `hlo_kinds.py`: a GPU's kernels attributed to kinds of work, and a CPU run.
 
 A GPU's trace and program are written here in the formats XLA and its profiler use
 (the optimized HLO text of `--xla_dump_hlo_as_text`; an XSpace with the `hlo_op`,
@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from benchmarks import device_profile
+from benchmarks import device_profile, hlo_kinds
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEP = "jit(train_step)"
@@ -119,8 +119,8 @@ GPU_EVENTS = [  # (line, kernel, hlo_op, module, start ns, duration ns)
 
 
 def _classifier(program=GPU_PROGRAM):
-    instructions, computations = device_profile.parse_hlo(program)
-    return device_profile.Classifier(instructions, computations, {"attention": {"qkv", "out"}}, "adam_w")
+    instructions, computations = hlo_kinds.parse_hlo(program)
+    return hlo_kinds.Classifier(instructions, computations, {"attention": {"qkv", "out"}}, "adam_w")
 
 
 @pytest.mark.parametrize("printer", ["long", "short"])
@@ -213,9 +213,9 @@ def test_a_cpu_run_attributes_the_step_to_every_kind(tmp_path):
     shares = {}
     for line in table.splitlines():
         cells = [cell.strip() for cell in line.split("|")]
-        if len(cells) == 6 and cells[1] in device_profile.KINDS:
+        if len(cells) == 6 and cells[1] in hlo_kinds.KINDS:
             shares[cells[1]] = float(cells[3].rstrip("%"))
-    assert sorted(shares) == sorted(device_profile.KINDS) and abs(sum(shares.values()) - 100) < 0.3, table
+    assert sorted(shares) == sorted(hlo_kinds.KINDS) and abs(sum(shares.values()) - 100) < 0.3, table
     # XLA's attention on the CPU (no fused kernel), the products, AdamW and the rest all ran.
     assert all(shares[kind] > 0 for kind in ("matmul", "attention", "elementwise", "optimizer")), table
     assert "code path accelerator" in table

@@ -104,26 +104,27 @@ def step_module(events):
 
 
 def find_program(dump, module, program, traced_ops):
-    """Text of the optimized program in XLA's dump that ran as `module`.
+    """The optimized program in XLA's dump that ran as `module`, parsed (`parse_hlo`).
 
     Args:
         dump: The `--xla_dump_to` folder.
         module: The module name (`jit_train_step`), or None: any module dumped.
         program: The trace's `program_id`, or None: XLA numbers its dump files by it.
         traced_ops: HLO op names seen in the trace, to choose among candidates.
+
+    Returns:
+        `(instructions, computations)` of the candidate that holds the most traced ops.
     """
     candidates = glob.glob(os.path.join(dump, f"module_*.{module or '*'}.*after_optimizations.txt"))
     numbered = [path for path in candidates
                 if program is not None and os.path.basename(path).startswith(f"module_{int(program):04d}.")]
-    texts = {path: open(path).read() for path in (numbered or candidates)}
-    if not texts:
+    programs = []
+    for path in numbered or candidates:
+        with open(path) as f:
+            programs.append(parse_hlo(f.read()))
+    if not programs:
         raise RuntimeError(f"no optimized program named {module} in XLA's dump {dump}")
-
-    def coverage(path):
-        instructions, _ = parse_hlo(texts[path])
-        return sum(op in instructions for op in traced_ops)
-
-    return texts[max(texts, key=coverage)]
+    return max(programs, key=lambda parsed: sum(op in parsed[0] for op in traced_ops))
 
 
 def attention_layers(model):
@@ -248,7 +249,7 @@ def _profile(parser, args, workdir):
         events = [event for event in events if event[2] == module]
     if not events:
         raise RuntimeError(f"the trace holds no kernel of the training step:\n{describe_trace(space)}")
-    instructions, computations = parse_hlo(find_program(dump, module, program, {event[1] for event in events}))
+    instructions, computations = find_program(dump, module, program, {event[1] for event in events})
     classifier = Classifier(instructions, computations, attention_layers(model), model.optimizer.name)
     tables, _ = summarize(events, classifier, args.steps, args.top)
     attributed = (sum(event[5] for event in events if event[1] in instructions)

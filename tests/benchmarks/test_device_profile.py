@@ -189,12 +189,20 @@ def test_a_tpu_trace_is_read_from_its_xla_ops_line():
 def test_the_dump_file_is_the_one_the_trace_ran(tmp_path):
     (tmp_path / "module_0017.jit_train_step.sm_9.0_gpu_after_optimizations.txt").write_text(GPU_PROGRAM)
     (tmp_path / "module_0017.jit_train_step.sm_9.0_gpu_after_optimizations-buffer-assignment.txt").write_text("x")
-    (tmp_path / "module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.txt").write_text("HloModule other")
-    assert device_profile.find_program(str(tmp_path), "jit_train_step", 17, {"loop_fusion.2"}) == GPU_PROGRAM
+    # An earlier compilation of the same module, with other instruction names.
+    (tmp_path / "module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.txt").write_text(
+        GPU_PROGRAM.replace("loop_fusion.", "input_fusion."))
+    expected = sorted(hlo_kinds.parse_hlo(GPU_PROGRAM)[0])
+
+    def found(*args):
+        return sorted(device_profile.find_program(str(tmp_path), *args)[0])
+
+    assert found("jit_train_step", 17, set()) == expected  # by the trace's program id
     # Without a program id, the candidate that holds the traced ops; without a module name
     # (a TPU's ops may carry none), any module's.
-    assert device_profile.find_program(str(tmp_path), "jit_train_step", None, {"loop_fusion.2"}) == GPU_PROGRAM
-    assert device_profile.find_program(str(tmp_path), None, None, {"loop_fusion.2"}) == GPU_PROGRAM
+    assert found("jit_train_step", None, {"loop_fusion.2", "loop_fusion.5"}) == expected
+    assert found(None, None, {"loop_fusion.2"}) == expected
+    assert found(None, None, {"input_fusion.2"}) != expected
     assert device_profile.step_module([("fusion", "fusion.1", "", None, 0, 5)]) == (None, None)
     with pytest.raises(RuntimeError, match="no optimized program named jit_eval_step"):
         device_profile.find_program(str(tmp_path), "jit_eval_step", None, set())

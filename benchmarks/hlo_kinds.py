@@ -42,9 +42,9 @@ class Instruction:
         self.called = [name for group in re.findall(r"(?:calls|to_apply|body|condition|branch_computations)="
                                                     r"(\{[^}]*\}|%?[\w\-.]+)", attributes)
                        for name in re.findall(r"%?([\w\-.]+)", group)]
-        # A TPU's Pallas kernels are custom calls whose name is in their config, not their target.
-        # Its attributes after the operands, metadata left out: an op traced under an
-        # attention layer names the layer there, and an operand may be named anything.
+        # A custom call's attributes after its operands, metadata left out (an op traced
+        # under an attention layer names the layer there; an operand may be named anything):
+        # a TPU's Pallas kernels are named in their config, not their target.
         after_operands = attributes.split("), ", 1)[1] if "), " in attributes else ""
         self.config = re.sub(r"metadata=\{[^}]*\}", "", after_operands) if opcode == "custom-call" else ""
 
@@ -91,7 +91,7 @@ def parse_hlo(text):
     return instructions, computations
 
 
-def _layer_names(segment):
+def _layer_name(segment):
     """The layer a name-stack segment names: `transpose(jvp(encoderblock_0))` -> `encoderblock_0`."""
     return re.sub(r"^(?:[\w]+\()+|\)+$", "", segment)
 
@@ -128,7 +128,7 @@ class Classifier:
 
     def in_attention(self, source):
         """Whether an op traced at `source` (its `op_name`) is attention's own work."""
-        segments = [_layer_names(segment) for segment in source.split("/")]
+        segments = [_layer_name(segment) for segment in source.split("/")]
         for index, segment in enumerate(segments[:-1]):  # the last segment is the primitive
             if segment in self.attention_layers:
                 following = segments[index + 1] if index + 2 < len(segments) else None

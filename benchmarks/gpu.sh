@@ -6,9 +6,13 @@
 #     bash benchmarks/gpu.sh OUTPUT_DIR
 #
 # Needs JAX with CUDA, Keras 3, PyTorch with CUDA and timm; not TensorFlow (the
-# JAX backend runs without it). In order, most important first, each step its own
-# process, so that whatever is measured lands in OUTPUT_DIR even if a later step
-# runs out of time:
+# JAX backend runs without it). The lent machine's image has all but Keras: run
+# `bash benchmarks/gpu_wheels.sh` here first, then carry its folder to the device:
+#
+#     run(command="bash benchmarks/gpu.sh $OUT", carry=[".whl"], timeout_s=540)
+#
+# In order, most important first, each step its own process, so that whatever is
+# measured lands in OUTPUT_DIR even if a later step runs out of time:
 #   1. the attention kernel in ViT-B/16's compiled training and inference steps
 #      (cuDNN's fused attention, or the warning that says why not);
 #   2. a profile of ViT-B/16's training step: the time in matrix products, attention,
@@ -34,7 +38,21 @@
 set -uo pipefail
 out=${1:?usage: bash benchmarks/gpu.sh OUTPUT_DIR}
 mkdir -p "$out"
+: > "$out/gpu.txt"
 export KERAS_BACKEND=jax PYTHONUNBUFFERED=1
+# The wheels the device image lacks (Keras and two of its dependencies), carried with the
+# working tree from `bash benchmarks/gpu_wheels.sh` (WHEELS, .whl by default): installed
+# into a folder of their own ahead of the image's packages, for this script and each step.
+# A dry run takes them only from WHEELS: .whl holds the device's Python's builds.
+if [[ "${DRY_RUN:-0}" == 1 ]]; then wheels=${WHEELS:-}; else wheels=${WHEELS:-.whl}; fi
+if [[ -n "$wheels" ]] && compgen -G "$wheels/*.whl" > /dev/null; then
+    site=$(mktemp -d)
+    trap 'rm -rf "$site"' EXIT
+    python3 -m pip install --quiet --no-index --no-deps --no-compile --no-cache-dir --target "$site" "$wheels"/*.whl \
+        || { echo "gpu.sh: the wheels in $wheels did not install" >&2; exit 1; }
+    export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
+    echo "wheels carried: $(cd "$wheels" && ls -- *.whl | paste -sd ' ' -)" >> "$out/gpu.txt"
+fi
 if [[ "${DRY_RUN:-0}" == 1 ]]; then
     export JAX_PLATFORMS=cpu
     # One block per stage: the plumbing compiles in seconds, not minutes.
@@ -42,7 +60,7 @@ if [[ "${DRY_RUN:-0}" == 1 ]]; then
     profile=("${check[@]}" --steps=1)
     batch=2 small_batch=2 steps=1 repeats=1 infer_repeats=2 vs=(--vs=timm)
 else
-    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$out/gpu.txt"
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee -a "$out/gpu.txt"
     vit=ViT_B16 deit=DeiT_S16 size=() check=(--batch_size=8) profile=(--batch_size=256 --steps=3)
     export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-/tmp/keras_vit_jax_cache}
     batch=256 small_batch=256 steps=20 repeats=3 infer_repeats=3 vs=(--vs=timm --timm_compile)

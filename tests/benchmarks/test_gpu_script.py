@@ -8,6 +8,7 @@ so that a lent GPU's minutes are not spent on a broken script.
 import os
 import re
 import subprocess
+import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEPS = ("attention", "profile", "vit_b16_train", "vit_b16_infer", "vit_b16_fit", "deit_s16_train",
@@ -69,3 +70,45 @@ def test_a_spent_budget_runs_no_step_and_still_writes_the_table(tmp_path):
         assert not (tmp_path / f"{name}.md").exists()
     assert (tmp_path / "failures.txt").read_text().count("not run: out of time") == len(STEPS)
     assert "Seconds per step: attention 0;" in table
+
+
+def _wheel(folder, name, version, files):
+    """Writes a pure-Python wheel by hand: the files, and the metadata pip reads."""
+    info = f"{name}-{version}.dist-info"
+    contents = {**files, f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+                f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    contents[f"{info}/RECORD"] = "".join(f"{path},,\n" for path in [*contents, f"{info}/RECORD"])
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, text in contents.items():
+            archive.writestr(member, text)
+    return path
+
+
+def test_carried_wheels_are_installed_ahead_of_the_machines_own_packages(tmp_path):
+    # The device image lacks Keras, so its call carries the wheels gpu_wheels.sh downloads.
+    # A stand-in `keras` wheel with a version no real Keras has shows that every step after
+    # the install imports the carried package, not this machine's.
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "keras", "0.0.1", {"keras/__init__.py": "__version__ = '0.0.1+carried'\n"})
+    out = tmp_path / "out"
+    result = subprocess.run(["bash", "benchmarks/gpu.sh", str(out)], cwd=ROOT, capture_output=True, text=True,
+                            env={**os.environ, "DRY_RUN": "1", "BUDGET_S": "1", "WHEELS": str(wheels)},
+                            timeout=300)
+    assert result.returncode == 1, result.stderr[-3000:]  # the spent budget: no step runs
+    versions = (out / "gpu.txt").read_text()
+    assert "wheels carried: keras-0.0.1-py3-none-any.whl" in versions, versions
+    assert "keras 0.0.1+carried" in versions, versions
+
+
+def test_wheels_that_do_not_install_stop_the_call_before_any_step(tmp_path):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "keras-0.0.1-py3-none-any.whl").write_bytes(b"not a zip archive")
+    out = tmp_path / "out"
+    result = subprocess.run(["bash", "benchmarks/gpu.sh", str(out)], cwd=ROOT, capture_output=True, text=True,
+                            env={**os.environ, "DRY_RUN": "1", "WHEELS": str(wheels)}, timeout=300)
+    assert result.returncode == 1
+    assert f"the wheels in {wheels} did not install" in result.stderr
+    assert not (out / "table.md").exists() and not (out / "seconds.txt").exists()

@@ -28,7 +28,8 @@
 # The call keeps inside BUDGET_S seconds (510 by default: a 9-minute device call less the
 # time to copy the results back): a step runs in the time left and is stopped at the
 # budget, the steps after it are marked "not run", and table.md is rewritten after every
-# step with each step's seconds. JAX's persistent compilation cache (and inductor's own)
+# step with each step's seconds; `ONLY=deit_s16_train,swin_t_train` (step names, as
+# table.md gives them) runs those alone, in a second call. JAX's persistent compilation cache (and inductor's own)
 # spare the repeats a second compilation: their rows' compile seconds are a warm cache's.
 #
 # DRY_RUN=1 runs every step on the CPU at toy sizes, ViT-Ti/16 and DeiT-Ti/16 standing in
@@ -37,6 +38,20 @@
 # timm's rows and the paired ratios included, not its figures.
 set -uo pipefail
 out=${1:?usage: bash benchmarks/gpu.sh OUTPUT_DIR}
+all_steps=(attention profile vit_b16_train vit_b16_infer vit_b16_fit deit_s16_train swin_t_train)
+# ONLY=deit_s16_train,swin_t_train runs those steps alone: a second device call for what a
+# first one left "not run" at its budget.
+if [[ -n "${ONLY:-}" ]]; then
+    IFS=', ' read -ra steps_run <<< "$ONLY"
+    for name in "${steps_run[@]}"; do
+        if [[ " ${all_steps[*]} " != *" $name "* ]]; then
+            echo "gpu.sh: ONLY names a step that does not exist. Received: ONLY=$ONLY; the steps are: ${all_steps[*]}" >&2
+            exit 2
+        fi
+    done
+else
+    steps_run=("${all_steps[@]}")
+fi
 mkdir -p "$out"
 : > "$out/gpu.txt"
 export KERAS_BACKEND=jax PYTHONUNBUFFERED=1
@@ -71,7 +86,6 @@ python3 -c "import jax, keras; print('jax', jax.__version__, jax.devices(), 'ker
 python3 -c "import torch; from importlib.metadata import version; print('torch', torch.__version__, 'timm', version('timm'))" \
     2>&1 | tee -a "$out/gpu.txt"
 status=0
-steps_run=(attention profile vit_b16_train vit_b16_infer vit_b16_fit deit_s16_train swin_t_train)
 # The whole call stays inside BUDGET_S seconds (the device call's limit, less a margin to
 # copy OUTPUT_DIR back): each step gets what is left, and a step with under 20 s left is
 # not started. table.md is written again after every step, so a call stopped from outside
@@ -98,6 +112,7 @@ write_table() {
 }
 step() {  # name, command...: runs it in the time left, keeps its log, notes a failure and goes on
     local name=$1; shift
+    [[ " ${steps_run[*]} " == *" $name "* ]] || return 0
     local left=$((budget - SECONDS)) began=$SECONDS
     echo "== $name ($left s left)" >&2
     if ((left < 20)); then

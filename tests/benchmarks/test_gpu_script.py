@@ -112,3 +112,23 @@ def test_wheels_that_do_not_install_stop_the_call_before_any_step(tmp_path):
     assert result.returncode == 1
     assert f"the wheels in {wheels} did not install" in result.stderr
     assert not (out / "table.md").exists() and not (out / "seconds.txt").exists()
+
+
+def test_only_runs_the_steps_it_names_and_refuses_a_step_that_does_not_exist(tmp_path):
+    # A second device call for what the first left "not run": only those steps, in the table alone.
+    env = {**os.environ, "DRY_RUN": "1", "BUDGET_S": "1", "ONLY": "deit_s16_train,swin_t_train"}
+    result = subprocess.run(["bash", "benchmarks/gpu.sh", str(tmp_path / "second")], cwd=ROOT, capture_output=True,
+                            text=True, env=env, timeout=300)
+    assert result.returncode == 1
+    table = (tmp_path / "second" / "table.md").read_text()
+    assert "deit_s16_train: not run (" in table and "swin_t_train: not run (" in table
+    for name in STEPS[:5]:
+        assert name not in table, table
+    assert "Seconds per step: deit_s16_train 0; swin_t_train 0" in table
+
+    env["ONLY"] = "deit_s16_train,swin_b_train"
+    result = subprocess.run(["bash", "benchmarks/gpu.sh", str(tmp_path / "bad")], cwd=ROOT, capture_output=True,
+                            text=True, env=env, timeout=300)
+    assert result.returncode == 2
+    assert "Received: ONLY=deit_s16_train,swin_b_train; the steps are: attention profile" in result.stderr
+    assert not (tmp_path / "bad").exists()

@@ -29,8 +29,9 @@
 # time to copy the results back): a step runs in the time left and is stopped at the
 # budget, the steps after it are marked "not run", and table.md is rewritten after every
 # step with each step's seconds; `ONLY=deit_s16_train,swin_t_train` (step names, as
-# table.md gives them) runs those alone, in a second call. JAX's persistent compilation cache (and inductor's own)
-# spare the repeats a second compilation: their rows' compile seconds are a warm cache's.
+# table.md gives them) runs those alone, in a second call. JAX's persistent compilation
+# cache (and inductor's own) spare the repeats a second compilation: their rows' compile
+# seconds are a warm cache's.
 #
 # DRY_RUN=1 runs every step on the CPU at toy sizes, ViT-Ti/16 and DeiT-Ti/16 standing in
 # for ViT-B/16 and DeiT-S/16, one block deep, against timm not compiled (torch.compile on a

@@ -56,30 +56,32 @@ fi
 mkdir -p "$out"
 : > "$out/gpu.txt"
 export KERAS_BACKEND=jax PYTHONUNBUFFERED=1
-# The wheels the device image lacks (Keras and two of its dependencies), carried with the
-# working tree from `bash benchmarks/gpu_wheels.sh` (WHEELS, .whl by default): installed
-# into a folder of their own ahead of the image's packages, for this script and each step.
-# A dry run takes them only from WHEELS: .whl holds the device's Python's builds.
-if [[ "${DRY_RUN:-0}" == 1 ]]; then wheels=${WHEELS:-}; else wheels=${WHEELS:-.whl}; fi
-if [[ -n "$wheels" ]] && compgen -G "$wheels/*.whl" > /dev/null; then
-    site=$(mktemp -d)
-    trap 'rm -rf "$site"' EXIT
-    python3 -m pip install --quiet --no-index --no-deps --no-compile --no-cache-dir --target "$site" "$wheels"/*.whl \
-        || { echo "gpu.sh: the wheels in $wheels did not install" >&2; exit 1; }
-    export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
-    echo "wheels carried: $(cd "$wheels" && ls -- *.whl | paste -sd ' ' -)" >> "$out/gpu.txt"
-fi
 if [[ "${DRY_RUN:-0}" == 1 ]]; then
     export JAX_PLATFORMS=cpu
     # One block per stage: the plumbing compiles in seconds, not minutes.
     vit=ViT_Ti16 deit=DeiT_Ti16 size=(--image_sizes=32 --depth=1) check=(--image_size=32 --batch_size=2 --depth=1)
     profile=("${check[@]}" --steps=1)
     batch=2 small_batch=2 steps=1 repeats=1 infer_repeats=2 vs=(--vs=timm)
+    wheels=${WHEELS:-}  # only those named: .whl holds builds for the device's Python
 else
     nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee -a "$out/gpu.txt"
     vit=ViT_B16 deit=DeiT_S16 size=() check=(--batch_size=8) profile=(--batch_size=256 --steps=3)
     export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-/tmp/keras_vit_jax_cache}
     batch=256 small_batch=256 steps=20 repeats=3 infer_repeats=3 vs=(--vs=timm --timm_compile)
+    wheels=${WHEELS:-.whl}
+fi
+# The wheels the device image lacks (Keras and two of its dependencies), carried with the
+# working tree from `bash benchmarks/gpu_wheels.sh`: installed into a folder of their own
+# ahead of the image's packages, for this script and each step.
+carried=()
+[[ -n "$wheels" ]] && carried=("$wheels"/*.whl)
+if [[ -e "${carried[0]:-}" ]]; then  # an unmatched glob stays the pattern itself
+    site=$(mktemp -d)
+    trap 'rm -rf "$site"' EXIT
+    python3 -m pip install --quiet --no-index --no-deps --no-compile --no-cache-dir --target "$site" "${carried[@]}" \
+        || { echo "gpu.sh: the wheels in $wheels did not install" >&2; exit 1; }
+    export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
+    echo "wheels carried: ${carried[*]##*/}" >> "$out/gpu.txt"
 fi
 python3 -c "import jax, keras; print('jax', jax.__version__, jax.devices(), 'keras', keras.__version__)" | tee -a "$out/gpu.txt"
 # timm's version from its metadata: importing timm needs a working torchvision, which a

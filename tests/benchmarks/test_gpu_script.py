@@ -15,6 +15,12 @@ STEPS = ("attention", "profile", "vit_b16_train", "vit_b16_infer", "vit_b16_fit"
          "swin_t_train")
 
 
+def _gpu_sh(out, timeout=300, **env):
+    """Runs `gpu.sh` as a dry run into `out`, with `env` added to this process's environment."""
+    return subprocess.run(["bash", "benchmarks/gpu.sh", str(out)], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "DRY_RUN": "1", **env}, timeout=timeout)
+
+
 def _rows(table):
     return [[cell.strip() for cell in line.split("|")] for line in table.splitlines()
             if line.startswith(("| keras", "| timm"))]
@@ -25,8 +31,7 @@ def _rows(table):
 # each building a one-block model and compiling its step, as the device call runs them. The benches against timm were two tests of
 # their own until #38 (each a parent and its children on TensorFlow); they are the steps here.
 def test_dry_run_runs_every_step_and_writes_the_table(tmp_path):
-    result = subprocess.run(["bash", "benchmarks/gpu.sh", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
-                            env={**os.environ, "DRY_RUN": "1"}, timeout=900)
+    result = _gpu_sh(tmp_path, timeout=900)
     failures = tmp_path / "failures.txt"
     assert result.returncode == 0 and not failures.exists(), (result.stderr[-3000:], failures.exists()
                                                               and failures.read_text())
@@ -61,8 +66,7 @@ def test_dry_run_runs_every_step_and_writes_the_table(tmp_path):
 
 
 def test_a_spent_budget_runs_no_step_and_still_writes_the_table(tmp_path):
-    result = subprocess.run(["bash", "benchmarks/gpu.sh", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
-                            env={**os.environ, "DRY_RUN": "1", "BUDGET_S": "1"}, timeout=300)
+    result = _gpu_sh(tmp_path, BUDGET_S="1")
     assert result.returncode == 1
     table = (tmp_path / "table.md").read_text()
     for name in STEPS:
@@ -93,9 +97,7 @@ def test_carried_wheels_are_installed_ahead_of_the_machines_own_packages(tmp_pat
     wheels.mkdir()
     _wheel(wheels, "keras", "0.0.1", {"keras/__init__.py": "__version__ = '0.0.1+carried'\n"})
     out = tmp_path / "out"
-    result = subprocess.run(["bash", "benchmarks/gpu.sh", str(out)], cwd=ROOT, capture_output=True, text=True,
-                            env={**os.environ, "DRY_RUN": "1", "BUDGET_S": "1", "WHEELS": str(wheels)},
-                            timeout=300)
+    result = _gpu_sh(out, BUDGET_S="1", WHEELS=str(wheels))
     assert result.returncode == 1, result.stderr[-3000:]  # the spent budget: no step runs
     versions = (out / "gpu.txt").read_text()
     assert "wheels carried: keras-0.0.1-py3-none-any.whl" in versions, versions
@@ -107,8 +109,7 @@ def test_wheels_that_do_not_install_stop_the_call_before_any_step(tmp_path):
     wheels.mkdir()
     (wheels / "keras-0.0.1-py3-none-any.whl").write_bytes(b"not a zip archive")
     out = tmp_path / "out"
-    result = subprocess.run(["bash", "benchmarks/gpu.sh", str(out)], cwd=ROOT, capture_output=True, text=True,
-                            env={**os.environ, "DRY_RUN": "1", "WHEELS": str(wheels)}, timeout=300)
+    result = _gpu_sh(out, WHEELS=str(wheels))
     assert result.returncode == 1
     assert f"the wheels in {wheels} did not install" in result.stderr
     assert not (out / "table.md").exists() and not (out / "seconds.txt").exists()
@@ -116,9 +117,7 @@ def test_wheels_that_do_not_install_stop_the_call_before_any_step(tmp_path):
 
 def test_only_runs_the_steps_it_names_and_refuses_a_step_that_does_not_exist(tmp_path):
     # A second device call for what the first left "not run": only those steps, in the table alone.
-    env = {**os.environ, "DRY_RUN": "1", "BUDGET_S": "1", "ONLY": "deit_s16_train,swin_t_train"}
-    result = subprocess.run(["bash", "benchmarks/gpu.sh", str(tmp_path / "second")], cwd=ROOT, capture_output=True,
-                            text=True, env=env, timeout=300)
+    result = _gpu_sh(tmp_path / "second", BUDGET_S="1", ONLY="deit_s16_train,swin_t_train")
     assert result.returncode == 1
     table = (tmp_path / "second" / "table.md").read_text()
     assert "deit_s16_train: not run (" in table and "swin_t_train: not run (" in table
@@ -126,9 +125,7 @@ def test_only_runs_the_steps_it_names_and_refuses_a_step_that_does_not_exist(tmp
         assert name not in table, table
     assert "Seconds per step: deit_s16_train 0; swin_t_train 0" in table
 
-    env["ONLY"] = "deit_s16_train,swin_b_train"
-    result = subprocess.run(["bash", "benchmarks/gpu.sh", str(tmp_path / "bad")], cwd=ROOT, capture_output=True,
-                            text=True, env=env, timeout=300)
+    result = _gpu_sh(tmp_path / "bad", BUDGET_S="1", ONLY="deit_s16_train,swin_b_train")
     assert result.returncode == 2
     assert "Received: ONLY=deit_s16_train,swin_b_train; the steps are: attention profile" in result.stderr
     assert not (tmp_path / "bad").exists()

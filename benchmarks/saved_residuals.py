@@ -1,6 +1,6 @@
 """What a training step keeps for its backward pass, per token x channel x layer, by source line.
 
-    python benchmarks/saved_residuals.py --variant=ViT_B16 [--paths=cpu,accelerator] [--output=BENCHMARKS.md]
+    python benchmarks/saved_residuals.py --variant=ViT_B16 [--paths=cpu,accelerator,tpu] [--output=BENCHMARKS.md]
 
 Traces the loss and gradient of one training step with JAX on the CPU, abstractly
 (shapes only: nothing is allocated or run, so ViT-B/16 takes seconds), under
@@ -14,8 +14,12 @@ difference taken, which leaves exactly the bytes that grow with the batch
 (the activations: weights and their casts cancel), divided by the added tokens,
 the width and the depth. "Attention matrices" are the residuals whose last two
 axes are both the sequence length (the `L x L` scores and probabilities a fused
-kernel would not keep); "outside attention" is the rest. The gradient's FLOPs
-are XLA's cost analysis of the lowered step, for the recomputation's price.
+kernel would not keep); "the TPU kernel's" are what Pallas's Splash kernel keeps
+on the `tpu` path (the emulated TPU, `runs/tpu_emulator.py`): its padded q, k, v
+and output, and its per-row log-sum-exp; "outside attention" is the rest. The
+gradient's FLOPs are XLA's cost analysis of the lowered step, for the
+recomputation's price (not on the `tpu` path, whose kernel is lowered as the
+interpreter's loops, not as a TPU runs it).
 
 Prints a Markdown table per path and a summary; `--output` writes them as the
 "Activation memory" section of that file (atomically).
@@ -34,6 +38,9 @@ from benchmarks.abstract_step import abstract_arguments, training_loss  # noqa: 
 from runs.reporting import replace_section, write_atomic  # noqa: E402
 
 SECTION = "## Activation memory"
+# The code paths (`keras_vit.layers.code_path`), and the accelerator path on an emulated TPU
+# (`runs/tpu_emulator.py`), where attention is Pallas's Splash kernel.
+PATHS = ("cpu", "accelerator", "tpu")
 
 
 def parse_args(argv=None):
@@ -41,15 +48,15 @@ def parse_args(argv=None):
     parser.add_argument("--variant", default="ViT_B16", help="A keras_vit builder name.")
     parser.add_argument("--image_size", type=int, default=None, help="Defaults to the variant's.")
     parser.add_argument("--precision", default="mixed_bfloat16", choices=("mixed_bfloat16", "float32"))
-    parser.add_argument("--paths", default="cpu,accelerator", help="Comma-separated code paths.")
+    parser.add_argument("--paths", default=",".join(PATHS), help=f"Comma-separated, of {', '.join(PATHS)}.")
     parser.add_argument("--batch_sizes", default="2,4", help="The two batch sizes whose difference is taken.")
     parser.add_argument("--top", type=int, default=12, help="Source lines listed per path.")
     parser.add_argument("--output", default=None, help="A Markdown file to write the section into.")
     args = parser.parse_args(argv)
     args.paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     for path in args.paths:
-        if path not in ("cpu", "accelerator"):
-            parser.error(f"--paths takes cpu and accelerator. Received: --paths={path!r}")
+        if path not in PATHS:
+            parser.error(f"--paths takes {', '.join(PATHS)}. Received: --paths={path!r}")
     try:
         small, large = (int(b) for b in args.batch_sizes.split(","))
     except ValueError:
@@ -77,14 +84,31 @@ def _source(description):
     return f"{path}:{line} ({function})"
 
 
+# Sources of the residuals the TPU's attention kernel keeps: keras_vit's wrapper, and Splash itself.
+KERNEL_SOURCES = ("tpu_attention.py", "splash_attention")
+
+
+def kind(source, shape):
+    """`"matrices"` (L x L), `"kernel"` (kept by the TPU's attention kernel) or `"outside"`."""
+    if any(name in source for name in KERNEL_SOURCES):
+        return "kernel"
+    return "matrices" if len(shape) >= 2 and shape[-1] == shape[-2] and shape[-1] > 1 else "outside"
+
+
 def trace(variant, image_size, precision, path, batch_sizes):
     """Residual bytes per batch-grown source line, and the gradient's FLOPs, for one code path.
 
     Returns:
-        dict with `rows` ({(source, dtype, attention?): bytes per added example}),
-        `length` (tokens per example), `width`, `depth` and `flops` (at the larger batch).
+        dict with `rows` ({(source, dtype, kind): bytes per added example}, `kind` as `kind` says),
+        `length` (tokens per example), `width`, `depth` and `flops` (at the larger batch; None on
+        the `tpu` path).
     """
-    os.environ["KERAS_VIT_CODE_PATH"] = path
+    import contextlib
+
+    from runs.tpu_emulator import emulated_tpu
+
+    # "tpu": the accelerator path as a TPU takes it (its Pallas attention), on the emulated TPU.
+    os.environ["KERAS_VIT_CODE_PATH"] = "auto" if path == "tpu" else path
     import jax
     import keras
     import numpy as np
@@ -104,15 +128,17 @@ def trace(variant, image_size, precision, path, batch_sizes):
     totals = []
     for batch in batch_sizes:
         trainable, frozen, images, labels = abstract_arguments(model, batch)
-        residuals = _saved_residuals()(loss, trainable, frozen, images, labels)
+        with emulated_tpu() if path == "tpu" else contextlib.nullcontext():
+            residuals = _saved_residuals()(loss, trainable, frozen, images, labels)
         rows = collections.Counter()
         for aval, description in residuals:
-            shape = tuple(aval.shape)
-            square = len(shape) >= 2 and shape[-1] == shape[-2] and shape[-1] > 1
-            rows[(_source(description), aval.dtype.name, square)] += int(np.prod(shape)) * aval.dtype.itemsize
+            shape, source = tuple(aval.shape), _source(description)
+            rows[(source, aval.dtype.name, kind(source, shape))] += int(np.prod(shape)) * aval.dtype.itemsize
         totals.append(rows)
-    flops = jax.jit(jax.grad(loss)).lower(trainable, frozen, images, labels).cost_analysis()
-    flops = flops[0] if isinstance(flops, (list, tuple)) else flops
+    flops = None
+    if path != "tpu":
+        flops = jax.jit(jax.grad(loss)).lower(trainable, frozen, images, labels).cost_analysis()
+        flops = flops[0] if isinstance(flops, (list, tuple)) else flops
     added = batch_sizes[1] - batch_sizes[0]
     grown = {key: (totals[1][key] - totals[0].get(key, 0)) / added for key in totals[1]}
     _, length, width = blocks[0].input.shape
@@ -120,18 +146,19 @@ def trace(variant, image_size, precision, path, batch_sizes):
         "rows": {key: value for key, value in grown.items() if value > 0},
         "width": width,
         "depth": len(blocks),
-        "flops": float((flops or {}).get("flops", float("nan"))),
+        "flops": None if path == "tpu" else float((flops or {}).get("flops", float("nan"))),
         "length": length,
     }
 
 
 def summarize(result):
-    """Bytes per token x channel x layer: (outside attention, attention matrices, by source)."""
+    """Bytes per token x channel x layer: ({kind: bytes}, [(bytes, source, dtype, kind)] largest first)."""
     unit = result["length"] * result["width"] * result["depth"]
-    outside = sum(v for (_, _, square), v in result["rows"].items() if not square) / unit
-    attention = sum(v for (_, _, square), v in result["rows"].items() if square) / unit
-    return outside, attention, sorted(
-        ((v / unit, source, dtype, square) for (source, dtype, square), v in result["rows"].items()), reverse=True
+    totals = {name: 0.0 for name in ("outside", "matrices", "kernel")}
+    for (_, _, name), value in result["rows"].items():
+        totals[name] += value / unit
+    return totals, sorted(
+        ((v / unit, source, dtype, name) for (source, dtype, name), v in result["rows"].items()), reverse=True
     )
 
 
@@ -153,19 +180,23 @@ def render(args, results):
         f"residuals JAX saves for the backward pass of one training step, traced on the CPU, in bytes per "
         f"token x channel x layer (batch {args.batch_sizes[1]} minus batch {args.batch_sizes[0]}).",
         "",
-        "| code path | outside attention | attention matrices (L x L) | total | gradient GFLOPs per step |",
-        "|---|---|---|---|---|",
+        "| code path | outside attention | attention matrices (L x L) | the TPU kernel's | total "
+        "| gradient GFLOPs per step |",
+        "|---|---|---|---|---|---|",
     ]
     for path, result in results.items():
-        outside, attention, _ = summarize(result)
+        totals, _ = summarize(result)
+        flops = "-" if result["flops"] is None else f"{result['flops'] / 1e9:,.0f} (batch {args.batch_sizes[1]})"
         lines.append(
-            f"| {path} | {outside:.1f} | {attention:.1f} | {outside + attention:.1f} | "
-            f"{result['flops'] / 1e9:,.0f} (batch {args.batch_sizes[1]}) |"
+            f"| {path} | {totals['outside']:.1f} | {totals['matrices']:.1f} | {totals['kernel']:.1f} "
+            f"| {sum(totals.values()):.1f} | {flops} |"
         )
+    labels = {"outside": "", "matrices": "L x L", "kernel": "TPU kernel"}
     for path, result in results.items():
-        lines += ["", f"{path} path, by source line:", "", "| bytes | source | dtype | L x L |", "|---|---|---|---|"]
-        for value, source, dtype, square in summarize(result)[2][: args.top]:
-            lines.append(f"| {value:.2f} | `{source}` | {dtype} | {'yes' if square else ''} |")
+        lines += ["", f"{path} path, by source line:", "", "| bytes | source | dtype | attention |",
+                  "|---|---|---|---|"]
+        for value, source, dtype, name in summarize(result)[1][: args.top]:
+            lines.append(f"| {value:.2f} | `{source}` | {dtype} | {labels[name]} |")
     return "\n".join(lines)
 
 

@@ -12,6 +12,7 @@ missing); a test may override its file with its own marker.
 that took 5 s or more on two cores (`SLOW`: end-to-end subprocess runs, notebooks, the docs build).
 """
 
+import contextlib
 import functools
 import gc
 import os
@@ -191,6 +192,9 @@ SLOW = {
     "export/test_openvino.py::test_float_model_computes_the_keras_outputs",
     "export/test_openvino.py::test_jax_backend_is_refused_with_the_way_out",
     "export/test_openvino.py::test_keras_int8_model_exports_its_dequantized_weights",
+    # layers/test_tpu_attention.py (each model on both paths, its TPU kernel interpreted: 5-12 s)
+    "layers/test_tpu_attention.py::test_float32_features_and_gradients_equal_the_cpu_path",
+    "layers/test_tpu_attention.py::test_bfloat16_features_and_gradients_stay_close_to_the_cpu_path",
     # layers/test_lean.py
     "layers/test_lean.py::test_fit_takes_the_same_step_on_both_paths",
     # models/test_dynamic_size.py
@@ -243,6 +247,7 @@ SLOW = {
     "train/test_distillation_cli.py::test_a_student_with_a_distillation_token_learns_on_both_heads",
     "train/test_distillation_cli.py::test_hard_distillation_resumes_exactly_and_exports_the_student_alone",
     # train/test_jax.py (every test)
+    "train/test_jax.py::test_on_an_emulated_tpu_the_trainer_takes_splash_and_trains_as_the_cpu_path",
     "train/test_jax.py::test_a_tensorflow_checkpoint_resumes_on_jax_and_an_orbax_one_is_refused_on_tensorflow",
     "train/test_jax.py::test_data_parallel_over_8_devices_trains_like_one_device",
     "train/test_jax.py::test_fsdp_with_the_default_model_evaluates_many_batches_like_one_device",
@@ -417,3 +422,32 @@ def _seed():
 def pytest_sessionfinish(session, exitstatus):
     if _MADE_CACHE is not None:
         shutil.rmtree(_MADE_CACHE, ignore_errors=True)
+
+
+
+@pytest.fixture
+def emulated_tpu(monkeypatch):
+    """A context manager: within it the process is a TPU host to JAX, Pallas kernels interpreted; JAX only.
+
+    `runs/tpu_emulator.py` says what is emulated. Within it `keras.ops.dot_product_attention`
+    fails the test: Keras 3.15's TPU branch is causal and mis-scaled (`docs/guides/tpu.md`), and
+    keras_vit's TPU attention must never be routed through it again. Each test sees its own
+    once-per-reason warnings.
+    """
+    if keras.backend.backend() != "jax":
+        pytest.skip("the TPU emulator is JAX's: runs in the suite's JAX phase")
+    from keras_vit.layers import tpu_attention
+    from runs.tpu_emulator import emulated_tpu as emulate
+
+    def refused(*args, **kwargs):
+        raise AssertionError("TPU attention was routed through keras.ops.dot_product_attention")
+
+    monkeypatch.setattr(tpu_attention, "_warned", set())
+
+    @contextlib.contextmanager
+    def context():
+        with pytest.MonkeyPatch.context() as patch, emulate():
+            patch.setattr(keras.ops, "dot_product_attention", refused)
+            yield
+
+    return context

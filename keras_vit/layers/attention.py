@@ -4,8 +4,8 @@ Both `MultiHeadSelfAttention` and ConViT's `GPSA` (`keras_vit.models.convit.gpsa
 keys and values with fused dense layers and share one explicit attention path
 (`_AttentionBase`) that returns the attention probabilities, which is what the
 analysis tools read. `MultiHeadSelfAttention` also has a fused path
-(`fused_attention`), where backends plug in flash/cuDNN kernels; the two paths
-compute the same function.
+(`fused_attention`), where the devices' kernels plug in (cuDNN's on a GPU,
+Pallas's Splash on a TPU); the two paths compute the same function.
 """
 
 import collections
@@ -17,6 +17,7 @@ from keras import ops
 
 from keras_vit.layers.code_paths import device_platform
 from keras_vit.layers.token_dense import dense_on_tokens
+from keras_vit.layers.tpu_attention import tpu_attention
 from keras_vit.layers.validation import check_positive_int, check_rate
 
 
@@ -42,13 +43,20 @@ def attention_kernels():
     """Which attention kernels the traced models took: `{kernel: number of traces}`.
 
     Counted when a `MultiHeadSelfAttention` layer is traced (once per compiled
-    step, or per call when run eagerly): `"cudnn"` (cuDNN's fused attention, JAX
-    on a GPU), `"xla (cuDNN refused)"` (the same call after cuDNN refused it;
-    a warning said why), `"keras"` (`keras.ops.dot_product_attention`: on a TPU
-    Keras's flash kernel where it has one, elsewhere the backend's own),
-    `"explicit (attention dropout)"` (training with attention dropout on a GPU
-    or TPU, which no fused kernel here takes; a warning says so). The Colab TPU
-    notebook prints it after training.
+    step, or per call when run eagerly):
+
+    - `"cudnn"`: cuDNN's fused attention (JAX on a GPU); `"xla (cuDNN refused)"`,
+      the same call after cuDNN refused it (a warning said why).
+    - `"splash (pallas)"`: Pallas's Splash kernel (JAX on a TPU), called by
+      keras_vit itself (`keras_vit.layers.tpu_attention`); `"xla (fewer than 128
+      tokens)"` and `"xla (splash refused: ...)"`, XLA's attention on a TPU where
+      the kernel does not serve (a warning says why, once).
+    - `"keras"`: `keras.ops.dot_product_attention`, on a CPU and on TensorFlow.
+    - `"explicit (attention dropout)"`: training with attention dropout on a GPU
+      or TPU, which no fused kernel here takes (a warning says so).
+
+    `train/main.py` records them in the run's summary; the Colab TPU notebook
+    prints them after training.
 
     Returns:
         dict from kernel name to count.
@@ -63,9 +71,12 @@ def fused_attention(query, key, value):
     through `keras.ops.dot_product_attention`, which falls back to XLA's
     unfused attention silently when cuDNN refuses: here a refusal (cuDNN
     checks the dtypes, head size and layout when the step is traced; float32
-    is refused) warns with cuDNN's reason, and then runs XLA's. Elsewhere it is
-    `keras.ops.dot_product_attention`, whose flash kernel on a TPU Keras picks
-    itself. `attention_kernels` tells which ran.
+    is refused) warns with cuDNN's reason, and then runs XLA's. On JAX on a
+    TPU it calls Pallas's Splash kernel itself, bidirectional and at any token
+    count (`keras_vit.layers.tpu_attention`): Keras 3.15's own TPU branch is
+    causal and mis-scaled. Elsewhere (a CPU; TensorFlow, TPUStrategy included)
+    it is `keras.ops.dot_product_attention`. `attention_kernels` tells which
+    ran.
 
     Args:
         query: Tensor `(batch, length, heads, head_dim)`, already scaled.
@@ -75,7 +86,8 @@ def fused_attention(query, key, value):
     Returns:
         Tensor `(batch, length, heads, head_dim)`.
     """
-    if keras.backend.backend() == "jax" and device_platform() == "gpu":
+    platform = device_platform() if keras.backend.backend() == "jax" else "cpu"
+    if platform == "gpu":
         import jax
 
         try:
@@ -91,6 +103,10 @@ def fused_attention(query, key, value):
             _KERNELS["xla (cuDNN refused)"] += 1
             return jax.nn.dot_product_attention(query, key, value, scale=1.0, implementation="xla")
         _KERNELS["cudnn"] += 1
+        return outputs
+    if platform == "tpu":
+        outputs, kernel = tpu_attention(query, key, value)
+        _KERNELS[kernel] += 1
         return outputs
     _KERNELS["keras"] += 1
     return ops.dot_product_attention(query, key, value, scale=1.0)
@@ -195,7 +211,7 @@ class MultiHeadSelfAttention(_AttentionBase):
             return the probabilities, shape `(batch, heads, length, length)`.
     """
 
-    # Whether `call` may take the fused path, `ops.dot_product_attention`, which
+    # Whether `call` may take the fused path, `fused_attention`, which
     # computes `softmax(q k^T)` only: a subclass that overrides
     # `compute_attention` with other logits sets it to False.
     _fused_attention = True

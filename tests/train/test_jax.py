@@ -179,3 +179,26 @@ def test_a_tensorflow_checkpoint_resumes_on_jax_and_an_orbax_one_is_refused_on_t
     refused = run_main(*tiny_flags(tmp_path / "jax", idx_dir, *flags), env=tensorflow)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "was written by the JAX backend with Orbax: resume this run with KERAS_BACKEND=jax" in refused.stderr
+
+
+def test_on_an_emulated_tpu_the_trainer_takes_splash_and_trains_as_the_cpu_path(tmp_path, idx_dir, capsys,
+                                                                                 emulated_tpu):
+    # 1 x 1 patches of the 16 x 16 images: 257 tokens, over the kernel's 128-token threshold; head size 64.
+    model = '{"patch_size": 1, "hidden_size": 64, "num_layers": 1, "num_heads": 1, "mlp_dim": 64}'
+    flags = ("--epochs=2", "--precision=float32", f"--model_kwargs={model}", "--ema_decay=0.9")
+    cpu = main_here(capsys, *tiny_flags(tmp_path / "cpu", idx_dir, *flags))
+    assert cpu.returncode == 0, cpu.stderr[-3000:]
+    with emulated_tpu():
+        tpu = main_here(capsys, *tiny_flags(tmp_path / "tpu", idx_dir, "--tpu", *flags))
+    assert tpu.returncode == 0, tpu.stderr[-3000:]
+    assert "backend=jax on 1 tpu device" in tpu.stdout
+    summaries = {path: json.loads((tmp_path / path / "summary.json").read_text()) for path in ("cpu", "tpu")}
+    kernels = summaries["tpu"]["attention_kernels"]
+    assert set(kernels) == {"splash (pallas)"} and summaries["cpu"]["attention_kernels"].keys() == {"keras"}
+    assert f"attention: splash (pallas) ({kernels['splash (pallas)']} traces)" in tpu.stdout
+    # Two epochs of 4 steps, then the evaluation: the same losses up to float32 summation order
+    # (the kernel's online softmax; the accelerator path's layer norm and GELU).
+    np.testing.assert_allclose(summaries["tpu"]["history"]["loss"], summaries["cpu"]["history"]["loss"], rtol=1e-4)
+    np.testing.assert_allclose(summaries["tpu"]["loss"], summaries["cpu"]["loss"], rtol=1e-4)
+    for a, b in zip(weights(tmp_path / "tpu" / "model.keras"), weights(tmp_path / "cpu" / "model.keras")):
+        np.testing.assert_allclose(a, b, atol=1e-4)

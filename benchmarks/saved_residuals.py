@@ -89,10 +89,14 @@ KERNEL_SOURCES = ("tpu_attention.py", "splash_attention")
 
 
 def kind(source, shape):
-    """`"matrices"` (L x L), `"kernel"` (kept by the TPU's attention kernel) or `"outside"`."""
-    if any(name in source for name in KERNEL_SOURCES):
-        return "kernel"
-    return "matrices" if len(shape) >= 2 and shape[-1] == shape[-2] and shape[-1] > 1 else "outside"
+    """`"matrices"` (L x L), `"kernel"` (kept by the TPU's attention kernel) or `"outside"`.
+
+    The shape is asked first: an `L x L` matrix is one wherever it was made (XLA's attention,
+    which the TPU's path takes for short sequences, is called from the kernel's module too).
+    """
+    if len(shape) >= 2 and shape[-1] == shape[-2] and shape[-1] > 1:
+        return "matrices"
+    return "kernel" if any(name in source for name in KERNEL_SOURCES) else "outside"
 
 
 def trace(variant, image_size, precision, path, batch_sizes):
@@ -178,7 +182,10 @@ def render(args, results):
         "",
         f"`python benchmarks/saved_residuals.py --variant={args.variant} --precision={args.precision}`: "
         f"residuals JAX saves for the backward pass of one training step, traced on the CPU, in bytes per "
-        f"token x channel x layer (batch {args.batch_sizes[1]} minus batch {args.batch_sizes[0]}).",
+        f"token x channel x layer (batch {args.batch_sizes[1]} minus batch {args.batch_sizes[0]}). The `tpu` "
+        "path is the accelerator path on an emulated TPU (`runs/tpu_emulator.py`), where attention is Pallas's "
+        "Splash kernel: it keeps its padded q, k, v and output and a log-sum-exp per row (\"the TPU kernel's\"), "
+        "no L x L matrix; its FLOPs are not given (the kernel is lowered as the interpreter's loops).",
         "",
         "| code path | outside attention | attention matrices (L x L) | the TPU kernel's | total "
         "| gradient GFLOPs per step |",

@@ -16,9 +16,11 @@ right function, with the Pallas kernel in the step. What it cannot: the Mosaic
 compiler's verdict on the kernel's blocks, and any speed.
 
 The wrapped devices are for code that asks which platform it runs on; passing
-one to `jax.device_put` or a `Mesh` fails, so runs under the emulator keep to
-the default device. Used by the tests (`tests/tpu.py`) and by
-`benchmarks/saved_residuals.py --platform=tpu`.
+one to `jax.device_put` or a `Mesh` fails. A run over several devices (a
+`keras.distribution` over `--xla_force_host_platform_device_count` CPUs) takes
+`emulated_tpu(devices=False)`: `jax.devices()` stays the CPU's, the rest is
+emulated. Used by the tests (the `emulated_tpu` fixture of `tests/conftest.py`)
+and by `benchmarks/saved_residuals.py` (its `tpu` path).
 """
 
 import contextlib
@@ -42,14 +44,19 @@ class EmulatedTPUDevice:
 
 
 @contextlib.contextmanager
-def emulated_tpu():
-    """Within the block, JAX reports a TPU host and Pallas kernels are interpreted on the CPU."""
+def emulated_tpu(devices=True):
+    """Within the block, JAX reports a TPU host and Pallas kernels are interpreted on the CPU.
+
+    Args:
+        devices: bool. Whether `jax.devices()` answers TPU cores too (see the module docstring).
+            Defaults to `True`.
+    """
     import jax
     from jax.experimental import pallas
 
     real_devices, real_backend, real_pallas_call = jax.devices, jax.default_backend, pallas.pallas_call
 
-    def devices(backend=None):
+    def tpu_cores(backend=None):
         return [EmulatedTPUDevice(d) for d in real_devices(None if backend == "tpu" else backend)]
 
     @functools.wraps(real_pallas_call)
@@ -57,7 +64,9 @@ def emulated_tpu():
         kwargs["interpret"] = True
         return real_pallas_call(*args, **kwargs)
 
-    jax.devices, jax.default_backend, pallas.pallas_call = devices, lambda: "tpu", interpreted_pallas_call
+    jax.devices, jax.default_backend, pallas.pallas_call = (
+        tpu_cores if devices else real_devices, lambda: "tpu", interpreted_pallas_call
+    )
     try:
         yield
     finally:

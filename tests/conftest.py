@@ -195,6 +195,7 @@ SLOW = {
     # layers/test_tpu_attention.py (each model on both paths, its TPU kernel interpreted: 5-12 s)
     "layers/test_tpu_attention.py::test_float32_features_and_gradients_equal_the_cpu_path",
     "layers/test_tpu_attention.py::test_bfloat16_features_and_gradients_stay_close_to_the_cpu_path",
+    "layers/test_tpu_attention.py::test_over_8_devices_the_kernel_runs_per_device_in_shard_map_and_computes_what_one_device_does",
     # layers/test_lean.py
     "layers/test_lean.py::test_fit_takes_the_same_step_on_both_paths",
     # models/test_dynamic_size.py
@@ -429,7 +430,7 @@ def pytest_sessionfinish(session, exitstatus):
 def emulated_tpu(monkeypatch):
     """A context manager: within it the process is a TPU host to JAX, Pallas kernels interpreted; JAX only.
 
-    `runs/tpu_emulator.py` says what is emulated. Within it `keras.ops.dot_product_attention`
+    `runs/tpu_emulator.py` says what is emulated (and what `devices=False` leaves as it is). Within it `keras.ops.dot_product_attention`
     fails the test: Keras 3.15's TPU branch is causal and mis-scaled (`docs/guides/tpu.md`), and
     keras_vit's TPU attention must never be routed through it again. Each test sees its own
     once-per-reason warnings.
@@ -445,8 +446,8 @@ def emulated_tpu(monkeypatch):
     monkeypatch.setattr(tpu_attention, "_warned", set())
 
     @contextlib.contextmanager
-    def context():
-        with pytest.MonkeyPatch.context() as patch, emulate():
+    def context(devices=True):
+        with pytest.MonkeyPatch.context() as patch, emulate(devices):
             patch.setattr(keras.ops, "dot_product_attention", refused)
             yield
 

@@ -48,9 +48,10 @@ def attention_kernels():
     - `"cudnn"`: cuDNN's fused attention (JAX on a GPU); `"xla (cuDNN refused)"`,
       the same call after cuDNN refused it (a warning said why).
     - `"splash (pallas)"`: Pallas's Splash kernel (JAX on a TPU), called by
-      keras_vit itself (`keras_vit.layers.tpu_attention`); `"xla (fewer than 128
-      tokens)"` and `"xla (splash refused: ...)"`, XLA's attention on a TPU where
-      the kernel does not serve (a warning says why, once).
+      keras_vit itself (`keras_vit.layers.tpu_attention`); `"xla (<why>)"`, XLA's
+      attention on a TPU where the kernel does not serve: fewer than 128 tokens,
+      a batch that does not split over the distribution's devices, a refusal by
+      Splash, or `KERAS_VIT_TPU_ATTENTION=xla` (a warning says why, once).
     - `"keras"`: `keras.ops.dot_product_attention`, on a CPU and on TensorFlow.
     - `"explicit (attention dropout)"`: training with attention dropout on a GPU
       or TPU, which no fused kernel here takes (a warning says so).

@@ -11,6 +11,10 @@ XLA's attention, which the rest of the suite checks against timm and numpy).
 
 import collections
 import contextlib
+import json
+import os
+import subprocess
+import sys
 import warnings
 
 import keras
@@ -21,6 +25,9 @@ import keras_vit
 from keras_vit.layers import attention, tpu_attention
 from keras_vit.models.masked_patch_prediction import MaskedPatchPrediction
 from tests.testing import set_random_weights
+from tests.xla import xla_flags
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # float32: the kernel's online softmax sums in another order than XLA's softmax.
 FEATURES_ATOL = 2e-4  # absolute, on features of magnitude ~1
@@ -88,11 +95,29 @@ def step(model, images, weights):
 
     grad = jax.value_and_grad(loss, has_aux=True)
     (_, features), grads = jax.jit(grad)(trainable)
-    program = str(jax.make_jaxpr(grad)(trainable))
+    program = jax.make_jaxpr(grad)(trainable)
     return np.asarray(features), [np.asarray(g, "float32") for g in grads], program
 
 
-def both_paths(builder, grid, dtype, emulate):
+def primitives(program, within=None, inside=False):
+    """The names of the primitives of a (closed) jaxpr and of every jaxpr nested in its equations.
+
+    With `within`, only those nested inside an equation of that primitive (`"shard_map"`).
+    """
+    found = []
+    jaxpr = getattr(program, "jaxpr", program)
+    for equation in jaxpr.eqns:
+        name = equation.primitive.name
+        if within is None or inside:
+            found.append(name)
+        for value in equation.params.values():
+            for sub in value if isinstance(value, (list, tuple)) else (value,):
+                if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None), "eqns"):
+                    found += primitives(sub, within, inside or name == within)
+    return found
+
+
+def both_paths(builder, grid, dtype, emulate, monkeypatch):
     keras.utils.set_random_seed(0)
     model = builder(grid, dtype=dtype)
     set_random_weights(model, scale=0.2)
@@ -103,7 +128,7 @@ def both_paths(builder, grid, dtype, emulate):
     results = {}
     for path in ("cpu", "tpu"):
         with emulate() if path == "tpu" else contextlib.nullcontext():
-            attention._KERNELS.clear()
+            monkeypatch.setattr(attention, "_KERNELS", collections.Counter())
             results[path] = (*step(model, images, weights), set(attention._KERNELS))
     return model, results
 
@@ -120,32 +145,52 @@ def check_equal(model, results, features_atol, gradient_rtol):
 
 
 @pytest.mark.parametrize("name, builder, grid, tokens", CASES, ids=[f"{c[0]}-{c[3]}" for c in CASES])
-def test_float32_features_and_gradients_equal_the_cpu_path(name, builder, grid, tokens, emulated_tpu):
-    model, results = both_paths(builder, grid, "float32", emulated_tpu)
+def test_float32_features_and_gradients_equal_the_cpu_path(name, builder, grid, tokens, emulated_tpu, monkeypatch):
+    model, results = both_paths(builder, grid, "float32", emulated_tpu, monkeypatch)
     _, _, program, kernels = results["tpu"]
     assert results["cpu"][3] == {"keras"}
     if tokens >= tpu_attention.MIN_TOKENS:
         # Splash's forward kernel, and its two backward kernels (dq; dk and dv) in the gradient.
         assert kernels == {"splash (pallas)"}
-        assert program.count("pallas_call") >= 3 and "splash" in program
+        assert primitives(program).count("pallas_call") >= 3 and "splash" in str(program)
     else:
         assert kernels == {f"xla (fewer than {tpu_attention.MIN_TOKENS} tokens)"}
-        assert "pallas_call" not in program
+        assert "pallas_call" not in primitives(program)
     check_equal(model, results, FEATURES_ATOL, GRADIENT_RTOL)
 
 
 @pytest.mark.parametrize("name, builder, grid, tokens", [CASES[3], CASES[7]], ids=["vit_token-197", "dinov2_registers-230"])
-def test_bfloat16_features_and_gradients_stay_close_to_the_cpu_path(name, builder, grid, tokens, emulated_tpu):
-    model, results = both_paths(builder, grid, "mixed_bfloat16", emulated_tpu)
+def test_bfloat16_features_and_gradients_stay_close_to_the_cpu_path(name, builder, grid, tokens, emulated_tpu,
+                                                                   monkeypatch):
+    model, results = both_paths(builder, grid, "mixed_bfloat16", emulated_tpu, monkeypatch)
     assert results["tpu"][3] == {"splash (pallas)"}
     check_equal(model, results, BF16_FEATURES_ATOL, BF16_GRADIENT_RTOL)
 
 
 def _reference(query, key, value):
+    query, key, value = (np.asarray(x, "float64") for x in (query, key, value))
     logits = np.einsum("bqhd,bkhd->bhqk", query, key)
     probs = np.exp(logits - logits.max(-1, keepdims=True))
     probs /= probs.sum(-1, keepdims=True)
     return np.einsum("bhqk,bkhd->bqhd", probs, value)
+
+
+@pytest.mark.parametrize("dtype, atol", [("float32", 5e-5), ("bfloat16", 3e-2)])
+def test_the_kernel_attends_both_ways_unscaled_at_any_length(dtype, atol, emulated_tpu, monkeypatch):
+    # Attention alone, against float64 numpy, on logits of spread ~8 (unit normal q and k over 64
+    # channels): a causal mask, a scale or a leak of the padding would be off by about 1. In float32
+    # logits of up to ~40 carry rounding of ~40 x 2^-24 into the exponentials (1.3e-5 seen at 256
+    # tokens); in bfloat16 the tolerance is a few of its steps (2^-8) on outputs of magnitude ~1.
+    monkeypatch.setattr(attention, "_KERNELS", collections.Counter())
+    rng = np.random.default_rng(3)
+    with emulated_tpu():
+        for length in (128, 130, 197, 256):
+            query, key, value = (keras.ops.cast(rng.normal(size=(2, length, 2, 64)), dtype) for _ in range(3))
+            outputs = attention.fused_attention(query, key, value)
+            assert outputs.dtype == query.dtype
+            np.testing.assert_allclose(np.asarray(outputs, "float32"), _reference(query, key, value), atol=atol,
+                                       err_msg=f"{length} tokens")
+    assert attention.attention_kernels() == {"splash (pallas)": 4}
 
 
 def test_each_reason_for_xla_is_warned_once_and_the_kernels_are_counted(emulated_tpu, monkeypatch):
@@ -162,17 +207,70 @@ def test_each_reason_for_xla_is_warned_once_and_the_kernels_are_counted(emulated
         warnings.simplefilter("always")
         for length in (49, 65, 49):
             attention.fused_attention(*inputs(length))
-        splash_outputs = attention.fused_attention(*inputs(130))
+        monkeypatch.setenv("KERAS_VIT_TPU_ATTENTION", "xla")
+        for length in (130, 200):
+            attention.fused_attention(*inputs(length))
+        monkeypatch.setenv("KERAS_VIT_TPU_ATTENTION", "splash")
         monkeypatch.setattr(tpu_attention, "_splash", refuse)
         for length in (130, 200):
             query, key, value = inputs(length)
             outputs = attention.fused_attention(query, key, value)
             np.testing.assert_allclose(np.asarray(outputs), _reference(query, key, value), atol=1e-5)
+        monkeypatch.setenv("KERAS_VIT_TPU_ATTENTION", "pallas")
+        with pytest.raises(ValueError, match=r"KERAS_VIT_TPU_ATTENTION must be one of splash, xla. "
+                                             r"Received: KERAS_VIT_TPU_ATTENTION='pallas'"):
+            attention.fused_attention(*inputs(130))
     messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
-    assert len(messages) == 2, messages
+    assert len(messages) == 3, messages
     assert "attention over 49 tokens runs as XLA's attention on the TPU" in messages[0]
+    assert "as KERAS_VIT_TPU_ATTENTION=xla asks" in messages[1]
     assert "Splash kernel refused attention of shape (1, 130, 2, 64) float32 (NotImplementedError: no kernel" \
-        in messages[1]
-    assert splash_outputs.shape == (1, 130, 2, 64)
-    assert attention.attention_kernels() == {"xla (fewer than 128 tokens)": 3, "splash (pallas)": 1,
+        in messages[2]
+    assert attention.attention_kernels() == {"xla (fewer than 128 tokens)": 3, "xla (KERAS_VIT_TPU_ATTENTION=xla)": 2,
                                              "xla (splash refused: NotImplementedError)": 2}
+
+
+# Run in a process of its own over 8 CPU devices (XLA reads the device count when JAX starts).
+_OVER_8_DEVICES = """
+import json, keras, numpy as np, jax
+from keras_vit.layers import attention
+from runs.tpu_emulator import emulated_tpu
+from tests.layers.test_tpu_attention import primitives, step, vit
+from tests.testing import set_random_weights
+
+model = vit(14)  # 197 tokens
+set_random_weights(model, scale=0.2)
+rng = np.random.default_rng(1)
+images = rng.uniform(0, 255, (8, 56, 56, 3)).astype("float32")
+weights = rng.normal(size=(8, 128)).astype("float32")
+one_device = step(model, images, weights)
+keras.distribution.set_distribution(keras.distribution.DataParallel(devices=keras.distribution.list_devices()))
+with emulated_tpu(devices=False):
+    features, grads, program = step(model, images, weights)
+    unsplit = attention.fused_attention(*(rng.normal(size=(4, 130, 2, 64)).astype("float32") for _ in range(3)))
+print(json.dumps({
+    "devices": len(jax.devices()),
+    "features": float(np.abs(features - one_device[0]).max()),
+    "gradients": max(float(np.abs(a - b).max() / np.abs(b).max()) for a, b in zip(grads, one_device[1])),
+    "kernels": attention.attention_kernels(),
+    "inside": primitives(program, within="shard_map").count("pallas_call"),
+    "outside": primitives(program).count("pallas_call"),
+}))
+"""
+
+
+def test_over_8_devices_the_kernel_runs_per_device_in_shard_map_and_computes_what_one_device_does():
+    # A Pallas TPU kernel cannot be partitioned by XLA: under a distribution over several devices,
+    # the call must sit in shard_map, or a real TPU refuses to compile the step. Interpreted here, the
+    # step would compile either way, so the program is read: the kernels are inside the shard_map.
+    if keras.backend.backend() != "jax":
+        pytest.skip("the TPU emulator is JAX's: runs in the suite's JAX phase")
+    result = subprocess.run([sys.executable, "-c", _OVER_8_DEVICES], capture_output=True, text=True, cwd=ROOT,
+                            timeout=300, env={**os.environ, "KERAS_BACKEND": "jax", "XLA_FLAGS": xla_flags(8)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["devices"] == 8
+    assert report["inside"] == report["outside"] >= 3  # every kernel, forward and backward, per device
+    assert report["features"] <= FEATURES_ATOL and report["gradients"] <= GRADIENT_RTOL, report
+    # 4 examples over 8 devices do not split: XLA's attention, named.
+    assert report["kernels"]["splash (pallas)"] >= 1 and report["kernels"]["xla (batch not split over the devices)"] == 1

@@ -255,7 +255,9 @@ SLOW = {
     "train/test_jax.py::test_jax_flag_errors_are_one_line",
     "train/test_jax.py::test_fsdp_over_a_2x4_mesh_trains_like_one_device_and_orbax_checkpoints_move_between_layouts",
     # train/test_main.py
+    "train/test_main.py::test_a_short_fine_tune_fits_the_presets_warmup_and_ema_to_its_length_and_learns",
     "train/test_main.py::test_default_path_trains_evaluates_and_exports",
+    "train/test_main.py::test_dinov2_fine_tunes_from_the_command_line_with_its_head",
     "train/test_main.py::test_default_preset_is_the_hybrid_on_32_pixel_images",
     "train/test_main.py::test_dry_run_checks_the_flags_and_writes_nothing",
     "train/test_main.py::test_finetune_from_a_generated_checkpoint_at_higher_resolution",

@@ -15,7 +15,7 @@ from keras_vit.weights.registry import known_checkpoint
 from train import data as data_lib
 from train import pipeline
 from train.analysis_logging import parse_analyses
-from train.modeling import GENERAL_BUILDERS, PRECISIONS, TRAINER_ARGUMENTS, builder_arguments
+from train.modeling import PRECISIONS, TRAINER_ARGUMENTS, builder_arguments, general_builders, headless_by_default
 from train.optimization import OPTIMIZERS
 
 # The 0-10 magnitude scale of RandAugment (Cubuk et al. 2020), which DeiT's `m9` uses.
@@ -71,7 +71,7 @@ def check_choice(config, field, accepted):
 
 def check_model(config):
     """The model name and `--model_kwargs` against the builder's own arguments."""
-    names = sorted(keras_vit.VARIANTS) + list(GENERAL_BUILDERS)
+    names = sorted(keras_vit.VARIANTS) + list(general_builders())
     if config.model not in names:
         hint = difflib.get_close_matches(str(config.model), names, n=1)
         raise ValueError(
@@ -96,6 +96,13 @@ def check_model(config):
                 f"--model_kwargs names an argument that {config.model} does not take: {key!r}."
                 f"{f' Did you mean {hint[0]!r}?' if hint else ''} Accepted: {', '.join(accepted)}."
             )
+    if (config.objective == "classification" and headless_by_default(config.model)
+            and config.model_kwargs.get("include_top", True) is not True):
+        raise ValueError(
+            f"--model={config.model} is trained on labels here (--objective=classification), which needs its "
+            f"classification head: the trainer sets include_top=True itself. Received: "
+            f"model_kwargs={config.model_kwargs!r}"
+        )
 
 
 def check_dataset(config):
@@ -219,7 +226,8 @@ def check_config(config):
     check_number(config, "end_learning_rate", 0, None)
     check_number(config, "weight_decay", 0, None)
     check_number(config, "clip_norm", 0, None, low_open=True, optional=True)
-    check_number(config, "ema_decay", 0, 1, low_open=True, optional=True)
+    if config.ema_decay is not None and not (_is_number(config.ema_decay) and 0 <= config.ema_decay < 1):
+        _fail("ema_decay", config.ema_decay, "a number in [0, 1) (0 turns EMA off), or unset")
     for field in ("adam_beta1", "adam_beta2", "momentum", "label_smoothing", "dropout_rate", "drop_path_rate"):
         check_number(config, field, 0, 1)
     for field in ("mixup", "cutmix"):

@@ -117,6 +117,7 @@ def main(argv):
     del argv
     import keras
 
+    from keras_vit.weights import CheckpointDownloadError
     from train.checks import check_config
     from train.data import DataUnavailableError
     from train.strategy import TPUUnavailableError, check_strategy_flags, get_strategy, worker_failure
@@ -145,7 +146,7 @@ def main(argv):
     except (ValueError, TPUUnavailableError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except DataUnavailableError as error:
+    except (DataUnavailableError, CheckpointDownloadError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except OSError as error:

@@ -7,16 +7,32 @@ import keras
 import keras_vit
 
 PRECISIONS = ("float32", "bfloat16")
-GENERAL_BUILDERS = ("VisionTransformer", "AxialViT", "ConViT", "SwinTransformer")
 # Arguments the trainer sets from the dataset and `--image_size`, never from `--model_kwargs`.
 TRAINER_ARGUMENTS = ("image_size", "num_classes", "num_channels")
 
 
+def general_builders():
+    """`{name: builder}` of every family's general builder: ViT's, and each registered family's."""
+    from keras_vit.families import FAMILIES
+
+    builders = {"VisionTransformer": keras_vit.VisionTransformer}
+    for spec in FAMILIES.values():
+        builders.update(spec.builders)
+    return builders
+
+
 def builder_for(name):
-    """The general builder (one of `GENERAL_BUILDERS`) behind a model name, or the variant's builder."""
-    if name in GENERAL_BUILDERS:
-        return getattr(keras_vit, name)
+    """The general builder behind a model name (`general_builders`), or the named variant's builder."""
+    builders = general_builders()
+    if name in builders:
+        return builders[name]
     return keras_vit.VARIANTS[name][0]
+
+
+def headless_by_default(name):
+    """Whether the builder behind `name` returns features unless asked for its head (DINOv2's do)."""
+    parameter = inspect.signature(builder_for(name)).parameters.get("include_top")
+    return parameter is not None and parameter.default is False
 
 
 def builder_arguments(name):
@@ -37,7 +53,11 @@ def build_model(config, num_classes, image_size, channels):
         kwargs["dtype"] = "mixed_bfloat16"
     if config.remat:
         kwargs["remat"] = True
-    if config.model in GENERAL_BUILDERS:
+    if config.objective == "classification" and headless_by_default(config.model):
+        # Trained on labels, a family that is headless by default (DINOv2, a feature extractor)
+        # gets its classification head; `--model_kwargs='{"include_top": false}'` is refused then.
+        kwargs["include_top"] = True
+    if config.model in general_builders():
         model = builder_for(config.model)(**kwargs)
     else:
         model = keras_vit.build_variant(config.model, **kwargs)

@@ -23,7 +23,7 @@ from train.callbacks import SynchronousBatchEnds, Throughput, needs_synchronous_
 from train.checkpoints import CheckpointManager, PreemptionCheckpoint
 from train.checks import check_config
 from train.modeling import build_model, mirror_averaged
-from train.optimization import make_optimizer
+from train.optimization import fit_to_run, make_optimizer
 from train.strategy import JaxDistribution, barrier, is_chief
 from train.workdir import check_workdir, check_workdir_lock, prepare_workdir
 
@@ -212,6 +212,10 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
         )
     steps_per_epoch = train_source.size // config.batch_size
     total_steps = config.steps or config.epochs * steps_per_epoch
+    _, _, fitted = fit_to_run(config, total_steps)
+    if chief:
+        for note in fitted:
+            print(f"note: {note}", flush=True)
     _activate(strategy, config, train_source, image_size)
 
     def scope():
@@ -220,6 +224,13 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
     with scope():
         model, report = build_model(config, train_source.num_classes, image_size, train_source.channels)
         student = model
+        if config.objective == "classification" and tuple(model.output_shape) != (None, train_source.num_classes):
+            # Before the first write: a model of features, not logits, would fail in the first step.
+            raise ValueError(
+                f"--model={config.model} returns {tuple(model.output_shape)}, not the logits of the dataset's "
+                f"{train_source.num_classes} classes (None, {train_source.num_classes}): drop include_top=False "
+                f"from --model_kwargs. Received: model_kwargs={config.model_kwargs!r}"
+            )
         if config.teacher is not None:
             from train.distillation import Distiller
             from train.teachers import load_teacher
@@ -339,13 +350,15 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
         # the attention kernel of each step this run traced: "cudnn" on a GPU, or a
         # fallback whose warning said why.
         "code_path": code_path(),
+        # The preset's warmup or EMA fitted to a run shorter than them (`fit_to_run`), one line each.
+        "fitted_to_run": fitted,
         "attention_kernels": {kernel: count - kernels_before.get(kernel, 0)
                               for kernel, count in attention_kernels().items()
                               if count > kernels_before.get(kernel, 0)},
     }
     if checkpointing.preempted:
         return summary
-    if config.ema_decay is not None:
+    if model.optimizer.use_ema:
         use_average_weights(model)
     served = student
     with scope():

@@ -287,6 +287,22 @@ def _cache_name(checkpoint):
     return fname
 
 
+class CheckpointDownloadError(RuntimeError):
+    """A known checkpoint could not be downloaded; the message names the local routes."""
+
+
+def cached_path(checkpoint, cache_dir=None):
+    """Where the download of `checkpoint` is kept: `<cache>/models/keras_vit/<file name>`.
+
+    Args:
+        checkpoint: `KnownCheckpoint`.
+        cache_dir: str or None. Cache root; defaults to `CACHE_DIR`, else Keras's
+            (`$KERAS_HOME`, or `~/.keras`).
+    """
+    root = cache_dir or CACHE_DIR or os.environ.get("KERAS_HOME") or os.path.join("~", ".keras")
+    return os.path.join(os.path.expanduser(root), "models", "keras_vit", _cache_name(checkpoint))
+
+
 def fetch(checkpoint, cache_dir=None):
     """Downloads a known checkpoint into the Keras cache (once) and returns its verified path.
 
@@ -295,6 +311,10 @@ def fetch(checkpoint, cache_dir=None):
         cache_dir: str or None. Cache root; defaults to `CACHE_DIR`.
 
     Raises:
+        CheckpointDownloadError: if the file is not cached and cannot be
+            downloaded (offline, say); the message says from where, and the
+            two local routes: the file's path as `weights=`, or the file put
+            where the cache keeps it.
         ValueError: if the file's sha256 differs from the pinned one (the file
             is removed, so the next call downloads it again), or, for an entry
             without a pin, from the one recorded at its first use.
@@ -303,12 +323,21 @@ def fetch(checkpoint, cache_dir=None):
     if cache_dir is not None:
         # get_file falls back to /tmp/.keras for a root that does not exist yet.
         os.makedirs(cache_dir, exist_ok=True)
-    path = keras.utils.get_file(
-        fname=_cache_name(checkpoint),
-        origin=checkpoint.url,
-        cache_dir=cache_dir,
-        cache_subdir=os.path.join("models", "keras_vit"),
-    )
+    try:
+        path = keras.utils.get_file(
+            fname=_cache_name(checkpoint),
+            origin=checkpoint.url,
+            cache_dir=cache_dir,
+            cache_subdir=os.path.join("models", "keras_vit"),
+        )
+    except Exception as error:  # get_file raises a bare Exception for URL and HTTP errors; it removes the part
+        reason = str(error).split(" -- ", 1)[-1] or type(error).__name__
+        raise CheckpointDownloadError(
+            f"The checkpoint could not be downloaded from {checkpoint.url} ({reason}). Offline, fetch the file "
+            f"on another machine and either pass its path (weights='/path/to/{_cache_name(checkpoint)}', or "
+            f"--pretrained= in train/main.py) or put it at {cached_path(checkpoint, cache_dir)}, where it is "
+            "found without a download."
+        ) from None
     actual = file_sha256(path)
     if checkpoint.sha256 is not None:
         _check_pinned(checkpoint, path, actual)

@@ -49,7 +49,7 @@ BAD_FLAGS = [
     ("--image_size=-32", r"--image_size must be a positive integer .*Received: image_size=-32"),
     ("--batch_size=0", r"--batch_size must be a positive integer\. Received: batch_size=0"),
     ("--epochs=0", r"--epochs must be a positive integer\. Received: epochs=0"),
-    ("--ema_decay=1.0", r"--ema_decay must be a number in \(0, 1\) \(or unset\)\. Received: ema_decay=1\.0"),
+    ("--ema_decay=1.0", r"--ema_decay must be a number in \[0, 1\) \(0 turns EMA off\), or unset\. Received: ema_decay=1\.0"),
     ("--momentum=1.5", r"--momentum must be a number in \[0, 1\)\. Received: momentum=1\.5"),
     ("--dropout_rate=1.0", r"--dropout_rate must be a number in \[0, 1\)\. Received: dropout_rate=1\.0"),
     ("--mixup=-0.8", r"--mixup must be a number in \[0, inf\)\. Received: mixup=-0\.8"),

@@ -233,6 +233,78 @@ def test_finetune_from_a_generated_checkpoint_at_higher_resolution(tmp_path, idx
     assert "num_classes differs (7 in the checkpoint, 10 in the model)" in out
 
 
+def test_dinov2_fine_tunes_from_the_command_line_with_its_head(tmp_path, idx_dir, capsys):
+    # DINOv2's builders are headless (a feature extractor) by default: trained on labels, the trainer
+    # gives the model its head; the general builder is accepted like the named variants.
+    model = '{"patch_size": 4, "hidden_size": 16, "num_layers": 1, "num_heads": 2, "mlp_dim": 32}'
+    flags = ("--model=DINOv2", f"--model_kwargs={model}", "--steps=2")
+    assert call_main(list(tiny_flags(tmp_path / "run", idx_dir, *flags))) == 0, capsys.readouterr().err[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert 0.0 <= summary["accuracy"] <= 1.0
+    served = keras.models.load_model(str(tmp_path / "run" / "model.keras"))
+    assert served.output_shape == (None, 10)  # Fashion-MNIST's classes
+    # Headless on purpose is refused before anything is written, naming the flag.
+    headless = model[:-1] + ', "include_top": false}'
+    assert call_main(list(tiny_flags(tmp_path / "headless", idx_dir, "--model=DINOv2_S14",
+                                     f"--model_kwargs={headless}", "--steps=2"))) == 2
+    assert "--model=DINOv2_S14 is trained on labels here (--objective=classification), which needs its " \
+           "classification head" in capsys.readouterr().err
+    assert not (tmp_path / "headless").exists()
+    # Any other model of features, not logits: refused after it is built, still before the first write.
+    features = TINY_MODEL[:-1] + ', "include_top": false}'
+    assert call_main(list(tiny_flags(tmp_path / "features", idx_dir, f"--model_kwargs={features}",
+                                     "--steps=2"))) == 2
+    assert "--model=VisionTransformer returns (None, 16), not the logits of the dataset's 10 classes" \
+        in capsys.readouterr().err
+    assert not (tmp_path / "features").exists()
+
+
+def test_an_offline_known_pretrained_name_is_one_line_that_names_the_local_route(tmp_path, capsys, monkeypatch):
+    import dataclasses
+
+    from keras_vit.weights import registry
+
+    # Offline as on a machine without a network: the address does not answer (here a missing file://).
+    known = registry.KNOWN_CHECKPOINTS["ViT_Ti16/augreg"]
+    monkeypatch.setitem(registry.KNOWN_CHECKPOINTS, "ViT_Ti16/augreg",
+                        dataclasses.replace(known, url=f"file://{tmp_path}/offline/{known.url.rsplit('/', 1)[-1]}"))
+    monkeypatch.setattr(registry, "CACHE_DIR", str(tmp_path / "cache"))
+    root = make_image_folder(tmp_path / "images", per_class=2, size=16)
+    status = call_main([f"--workdir={tmp_path / 'run'}", "--config=fashion_mnist_vit", f"--dataset=folder:{root}",
+                        "--image_size=16", "--batch_size=4", "--model=ViT_Ti16", "--pretrained=ViT_Ti16/augreg",
+                        "--steps=2", JIT_FLAG])
+    err = capsys.readouterr().err
+    assert status == 1, err[-3000:]
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: The checkpoint could not be downloaded from file://"), err
+    assert "--pretrained= in train/main.py" in lines[0] and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_short_fine_tune_fits_the_presets_warmup_and_ema_to_its_length_and_learns(tmp_path, capsys):
+    # The `vit_finetune` preset (500 warmup steps, EMA 0.9999) for 6 steps on a folder of photos: the
+    # zero-initialised head must move, and the run says what it fitted.
+    import tensorflow as tf
+
+    source = keras_vit.VisionTransformer(image_size=16, num_classes=7, **json.loads(TINY_MODEL))
+    source.save(str(tmp_path / "pretrained.keras"))
+    root = make_image_folder(tmp_path / "photos", per_class=4, size=20)
+    workdir = tmp_path / "run"
+    assert call_main([f"--workdir={workdir}", "--config=vit_finetune", "--model=VisionTransformer",
+                      f"--model_kwargs={TINY_MODEL}", f"--pretrained={tmp_path / 'pretrained.keras'}",
+                      f"--dataset=folder:{root}", "--eval_split=test", "--image_size=16", "--batch_size=8",
+                      "--precision=float32", "--steps=6", JIT_FLAG]) == 0, capsys.readouterr().err[-3000:]
+    out = capsys.readouterr().out
+    assert "note: --warmup_steps=500 is not shorter than this run's 6 steps: warmup fitted to 0 steps" in out
+    assert "note: --ema_decay=0.9999 averages over about 10,000 steps, more than this run's 6: EMA off." in out
+    assert len(json.loads((workdir / "summary.json").read_text())["fitted_to_run"]) == 2
+    images = np.random.default_rng(0).integers(0, 255, (4, 16, 16, 3)).astype(np.uint8)
+    loaded = tf.saved_model.load(str(workdir / "saved_model"))
+    probabilities = loaded.serve(tf.constant(images)).numpy()
+    # Learned something: not the uniform 1/4 of a head still at zero.
+    assert np.abs(probabilities - 0.25).max() > 0.01, probabilities
+
+
 def _wait_for_checkpoint(workdir, process, timeout=120):
     deadline = time.time() + timeout
     while time.time() < deadline:

@@ -163,3 +163,18 @@ def test_a_deit_name_loads_the_cached_timm_file(tmp_path, monkeypatch):
     # Twelve full-width blocks of random weights give logits of several units:
     # the 1e-4 bar for O(1) logits, scaled to them.
     np.testing.assert_allclose(to_numpy(model(pixels)), expected, atol=1e-4 * np.abs(expected).max(), rtol=0)
+
+
+def test_a_failed_download_is_one_message_that_names_the_local_routes(served, tmp_path, monkeypatch):
+    # A file:// address that does not exist fails in `get_file` as an unreachable host does offline.
+    origin = f"file://{tmp_path}/gone/served.npz"
+    monkeypatch.setitem(registry.KNOWN_CHECKPOINTS, "Tiny/served", registry.KnownCheckpoint(origin))
+    with pytest.raises(registry.CheckpointDownloadError) as caught:
+        keras_vit.load_weights(tiny(), "Tiny/served")
+    message = str(caught.value)
+    assert message.startswith(f"The checkpoint could not be downloaded from {origin} (")
+    assert "pass its path (weights='/path/to/served.npz', or --pretrained= in train/main.py)" in message
+    assert f"or put it at {served}, where it is found without a download" in message
+    # One message, no chained traceback, and nothing half-written in the cache.
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
+    assert not os.path.exists(served)

@@ -106,7 +106,11 @@ def check_model(config):
 
 
 def check_dataset(config):
-    """The dataset name and, for local paths, that `--data_dir` exists."""
+    """The dataset name and, for local paths, that `--data_dir` exists; an image folder's splits.
+
+    For an image folder, `config.train_split` and `config.eval_split` are set to the
+    subfolders found (`train.data.folder_splits`).
+    """
     if not isinstance(config.dataset, str) or not config.dataset:
         _fail("dataset", config.dataset, "a dataset name ('fashion_mnist', 'synthetic', 'folder:/path' or a TFDS name)")
     if config.data_dir is not None and "://" not in config.data_dir and not os.path.isdir(config.data_dir):
@@ -119,6 +123,9 @@ def check_dataset(config):
         if not os.path.isdir(root):
             raise ValueError(f"--dataset names an image folder that does not exist: {root!r}. "
                              f"Received: dataset={config.dataset!r}")
+        # The splits as the folder names them (a preset's "test" is the folder's "validation"):
+        # the run, and a dry run's printed configuration, use what was found.
+        config.train_split, config.eval_split = data_lib.folder_splits(root, config.train_split, config.eval_split)
     elif kind == "tfds":
         data_lib.check_tfds_name(config.dataset)
 

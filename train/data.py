@@ -290,6 +290,38 @@ def _native_decode(path, channels):
     return image, tf.logical_or(jpeg, png)
 
 
+# The names an image folder's evaluation split goes by, in the order they are looked for when
+# the configured one (a preset's "test", or ImageNet's "validation") is not there.
+EVAL_SPLIT_NAMES = ("validation", "val", "test")
+
+
+def folder_splits(root, train_split, eval_split):
+    """`(train split, evaluation split)` of the image folder `root`, as its subfolders name them.
+
+    `root/<train_split>/` must exist. The evaluation split is `eval_split` where that
+    subfolder exists; where it does not and `eval_split` is one of the usual names
+    (`EVAL_SPLIT_NAMES`), the first of them that does.
+
+    Raises:
+        ValueError: naming the flag that fixes it (`--train_split`, `--eval_split`) and
+            the subfolders found.
+    """
+    found = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
+    layout = (f"an image folder holds <split>/<class name>/<image files>, e.g. {root}/train/cat/1.jpg and "
+              f"{root}/validation/cat/2.jpg; its subfolders here: {', '.join(found) or 'none'}")
+    if train_split not in found:
+        raise ValueError(f"--train_split names no subfolder of the image folder: {layout}. Pass the training "
+                         f"split's folder name as --train_split. Received: train_split={train_split!r}")
+    if eval_split in found and eval_split != train_split:
+        return train_split, eval_split
+    usual = [name for name in EVAL_SPLIT_NAMES if name in found and name != train_split]
+    if eval_split in EVAL_SPLIT_NAMES and usual:
+        return train_split, usual[0]
+    raise ValueError(f"--eval_split names no subfolder of the image folder other than the training split's: "
+                     f"{layout}. Pass the evaluation split's folder name as --eval_split. "
+                     f"Received: eval_split={eval_split!r}")
+
+
 def folder_source(root, split, channels=3, decoder="tensorflow"):
     """Images in `root/<split>/<class>/*.jpg` (png, bmp, gif and webp too).
 

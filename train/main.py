@@ -56,12 +56,26 @@ flags.DEFINE_string("mesh", None, "JAX: the device mesh, 'batch:N,model:M' (defa
                     "for fsdp, every device on the model axis).")
 
 _FLAG_TYPES = {int: flags.DEFINE_integer, float: flags.DEFINE_float, bool: flags.DEFINE_bool, str: flags.DEFINE_string}
+# What --help says of the flags whose values need more than the field's name.
+_HELP = {
+    "model_kwargs": "JSON dict of builder arguments, merged into the preset's.",
+    "dataset": "Overrides the preset's dataset: 'fashion_mnist', 'synthetic', a TFDS name (with --data_dir), or "
+               "an image folder 'folder:/path' holding <split>/<class name>/<image files> (any size, JPEG, PNG, "
+               "BMP, GIF or WebP; unreadable files are skipped and counted), e.g. photos/train/cat/1.jpg and "
+               "photos/validation/cat/2.jpg. Classes are the sorted folder names, recorded in the workdir.",
+    "train_split": "Overrides the preset's train_split: a TFDS split, or the image folder's training subfolder.",
+    "eval_split": "Overrides the preset's eval_split: a TFDS split, or the image folder's evaluation subfolder (by "
+                  "default the first of validation, val and test that it has).",
+    "ema_decay": "Overrides the preset's ema_decay: the weights' moving average used for evaluation and export; 0 "
+                 "turns it off. A run shorter than its horizon 1 / (1 - decay) averages over a tenth of the run.",
+}
 for _field in dataclasses.fields(TrainConfig):
-    if _field.name == "model_kwargs":
-        flags.DEFINE_string("model_kwargs", None, "JSON dict of builder arguments, merged into the preset's.")
-        continue
     _type = {"int": int, "float": float, "bool": bool, "str": str}.get(str(_field.type), _field.type)
-    _FLAG_TYPES.get(_type, flags.DEFINE_string)(_field.name, None, f"Overrides the preset's {_field.name}.")
+    if _field.name == "model_kwargs":
+        _type = str
+    _FLAG_TYPES.get(_type, flags.DEFINE_string)(
+        _field.name, None, _HELP.get(_field.name, f"Overrides the preset's {_field.name}.")
+    )
 
 
 def parse_model_kwargs(text):
@@ -202,11 +216,19 @@ def main(argv):
         f"{' (the pretrained encoder: fine-tune it with --pretrained)' if summary['accuracy'] is None else ''}\n"
         f"  SavedModel        {summary['saved_model_path']} "
         f"{serves}\n"
+        f"{_labels_line(summary)}"
         f"  TensorBoard logs  {os.path.join(summary['workdir'], 'logs')}\n"
         f"  checkpoints       {os.path.join(summary['workdir'], 'checkpoints')}",
         flush=True,
     )
     return 0
+
+
+def _labels_line(summary):
+    """Where the class names are, in label order; nothing for a run without labels."""
+    if not summary.get("labels_path"):
+        return ""
+    return f"  labels            {summary['labels_path']} ({len(summary['class_names'])} classes, in label order)\n"
 
 
 def _layers_line(summary):

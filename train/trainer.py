@@ -374,6 +374,9 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
     summary["loss"] = float(results["loss"])
     summary["objective"] = config.objective
     summary["chief"] = chief
+    # Label k's name is the k-th (an image folder's: its sorted subfolder names); labels.txt too.
+    class_names = [str(name) for name in train_source.class_names or ()]
+    summary["class_names"] = class_names if config.objective == "classification" else None
     # Every worker saves (under MultiWorkerMirroredStrategy saving runs collective ops
     # that all must join); only the chief's files are kept.
     # Each of the results is written only while the workdir is still this run's.
@@ -387,6 +390,11 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
         export.saved_model(served, saved_model_path)
         if chief:
             summary["model_path"], summary["saved_model_path"] = model_path, saved_model_path
+            summary["labels_path"] = None
+            if summary["class_names"]:
+                summary["labels_path"] = os.path.join(workdir, "labels.txt")
+                check_held()
+                write_text_atomically(summary["labels_path"], "".join(f"{name}\n" for name in class_names))
             check_held()
             write_text_atomically(os.path.join(workdir, "summary.json"), json.dumps(summary, indent=2))
     return summary

@@ -40,7 +40,7 @@ LOCK_FILE = "lock.json"
 HEARTBEAT_SECONDS = 60
 STALE_AFTER_SECONDS = 15 * 60
 # What a run leaves behind once it has made progress worth protecting.
-RESULTS = ("checkpoints", "model.keras", "saved_model", "summary.json")
+RESULTS = ("checkpoints", "model.keras", "saved_model", "summary.json", "labels.txt")
 # Settings that change how a run is executed or logged but not what it computes:
 # a resumed run may change them.
 RESUMABLE_FIELDS = ("checkpoint_every_steps", "eval_batch_size", "steps_per_execution", "jit_compile", "data_dir",

@@ -353,3 +353,31 @@ def test_seeds_of_neighbouring_runs_and_epochs_draw_apart():
     """The augmentation key of (seed, epoch) is a hash: run s at epoch e+1 is not run s+1 at epoch e."""
     keys = {(s, e): int(pipeline._epoch_key(s, e)) for s in range(4) for e in range(4)}
     assert len(set(keys.values())) == len(keys)
+
+
+def test_an_image_folders_evaluation_split_is_found_by_its_usual_names(tmp_path):
+    # (subfolders, what a preset's "test" finds, what ImageNet's "validation" finds): the configured
+    # name where the folder has it, else the first of validation/, val/ and test/.
+    cases = ((("train", "validation"), "validation", "validation"),
+             (("train", "val", "test"), "test", "val"),
+             (("train", "test"), "test", "test"))
+    for names, for_test, for_validation in cases:
+        root = tmp_path / "-".join(names)
+        for name in names:
+            (root / name / "cat").mkdir(parents=True)
+        assert data.folder_splits(str(root), "train", "test") == ("train", for_test)
+        assert data.folder_splits(str(root), "train", "validation") == ("train", for_validation)
+
+
+def test_an_image_folders_missing_split_names_the_flag_and_what_it_holds(tmp_path):
+    (tmp_path / "photos" / "training" / "cat").mkdir(parents=True)
+    (tmp_path / "photos" / "holdout" / "cat").mkdir(parents=True)
+    root = str(tmp_path / "photos")
+    with pytest.raises(ValueError, match=r"^--train_split names no subfolder of the image folder: .*its subfolders "
+                                         r"here: holdout, training\. .*Received: train_split='train'$"):
+        data.folder_splits(root, "train", "test")
+    with pytest.raises(ValueError, match=r"^--eval_split names no subfolder of the image folder other than the "
+                                         r"training split's: .*Pass the evaluation split's folder name as "
+                                         r"--eval_split\. Received: eval_split='test'$"):
+        data.folder_splits(root, "training", "test")
+    assert data.folder_splits(root, "training", "holdout") == ("training", "holdout")

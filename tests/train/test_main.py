@@ -297,7 +297,12 @@ def test_a_short_fine_tune_fits_the_presets_warmup_and_ema_to_its_length_and_lea
     out = capsys.readouterr().out
     assert "note: --warmup_steps=500 is not shorter than this run's 6 steps: warmup fitted to 0 steps" in out
     assert "note: --ema_decay=0.9999 averages over about 10,000 steps, more than this run's 6: EMA off." in out
-    assert len(json.loads((workdir / "summary.json").read_text())["fitted_to_run"]) == 2
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert len(summary["fitted_to_run"]) == 2
+    # The classes in label order: the folder's sorted subfolder names, in the summary and labels.txt.
+    assert summary["class_names"] == ["class_0", "class_1", "class_2", "class_3"]
+    assert (workdir / "labels.txt").read_text() == "class_0\nclass_1\nclass_2\nclass_3\n"
+    assert f"labels            {workdir / 'labels.txt'} (4 classes, in label order)" in out
     images = np.random.default_rng(0).integers(0, 255, (4, 16, 16, 3)).astype(np.uint8)
     loaded = tf.saved_model.load(str(workdir / "saved_model"))
     probabilities = loaded.serve(tf.constant(images)).numpy()
@@ -378,3 +383,17 @@ def test_dry_run_checks_the_flags_and_writes_nothing(tmp_path, capsys):
     assert "Dry run:" in out and not workdir.exists()
     assert call_main([f"--workdir={workdir}", "--mixup=-1", "--dry_run"]) == 2
     assert "Received: mixup=-1" in capsys.readouterr().err and not workdir.exists()
+    # An image folder's splits as it names them: the dry run finds validation/ for the preset's "test",
+    # and refuses a folder without an evaluation split, naming the flag.
+    photos = tmp_path / "photos"
+    for split in ("train", "validation"):
+        (photos / split / "cat").mkdir(parents=True)
+    assert call_main([f"--workdir={workdir}", "--config=fashion_mnist_vit", f"--dataset=folder:{photos}",
+                      "--dry_run"]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out[:out.rindex("}") + 1])["eval_split"] == "validation"
+    (photos / "validation").rename(photos / "holdout")
+    assert call_main([f"--workdir={workdir}", "--config=fashion_mnist_vit", f"--dataset=folder:{photos}",
+                      "--dry_run"]) == 2
+    assert "--eval_split names no subfolder of the image folder" in capsys.readouterr().err
+    assert not workdir.exists()

@@ -72,8 +72,8 @@ def test_two_hosts_train_like_one_process_and_resume_from_their_orbax_checkpoint
     for ours, theirs in zip(weights(tmp_path / "job" / "model.keras"), reference):
         np.testing.assert_allclose(ours, theirs, atol=1e-5)
     job = tmp_path / "job"
-    assert sorted(os.listdir(job)) == ["checkpoints", "config.json", "logs", "model.keras", "saved_model",
-                                       "summary.json"]
+    assert sorted(os.listdir(job)) == ["checkpoints", "config.json", "labels.txt", "logs", "model.keras",
+                                       "saved_model", "summary.json"]
     assert sorted(os.listdir(job / "checkpoints")) == ["ckpt-16", "ckpt-8", "latest"]
 
     # As if the job had stopped after its first checkpoint: both hosts resume from it.

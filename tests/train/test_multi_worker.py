@@ -105,13 +105,16 @@ def test_a_killed_worker_stops_the_job_which_resumes_and_trains_like_one_process
     # Each worker read its half of every global batch of 32, before the kill and after the
     # resume; the all-reduced gradient is the global batch's mean, so the weights are the
     # single process's up to float32 summation order, which 96 AdamW steps carry further than
-    # the 16 of the earlier test (1.8e-4 measured here, against under 1e-4 after 16).
+    # the 16 of the earlier test. The exported weights are the EMA's, fitted to the run (the preset's
+    # 0.999 averages over 1,000 steps, more than these 96: `fit_to_run` makes it about 10): 1.75e-3
+    # measured, where the preset's EMA, still 91% the initial weights, damped the same drift to 1.8e-4.
+    # Either worker training on the wrong half would move weights by the updates themselves (~1e-1).
     for ours, reference in zip(weights(tmp_path / "job" / "model.keras"), weights(tmp_path / "single" / "model.keras")):
-        np.testing.assert_allclose(ours, reference, atol=3e-4)
+        np.testing.assert_allclose(ours, reference, atol=4e-3)
 
     # Only the chief wrote: the files of one run, no second set, no scratch left behind.
     job = tmp_path / "job"
-    assert sorted(os.listdir(job)) == ["checkpoints", "config.json", "logs", "model.keras", "saved_model",
-                                       "summary.json"]
+    assert sorted(os.listdir(job)) == ["checkpoints", "config.json", "labels.txt", "logs", "model.keras",
+                                       "saved_model", "summary.json"]
     assert sorted(os.listdir(checkpoints)) == ["ckpt-88", "ckpt-96", "latest"]
     assert json.loads((job / "summary.json").read_text())["chief"] is True

@@ -42,7 +42,7 @@ def test_a_run_writes_resumes_and_exports_on_ram(tmp_path):
     workdir = "ram://keras_vit_test/run"
     summary = train(tiny_config(data, steps=8), workdir, verbose=0)
     assert summary["workdir"] == workdir
-    assert sorted(files.listdir(workdir)) == ["checkpoints", "config.json", "logs", "model.keras",
+    assert sorted(files.listdir(workdir)) == ["checkpoints", "config.json", "labels.txt", "logs", "model.keras",
                                               "saved_model", "summary.json"]
     assert "ckpt-8" in files.listdir(f"{workdir}/checkpoints")
     assert read(f"{workdir}/checkpoints/latest").strip() == "ckpt-8"

@@ -135,7 +135,7 @@ def keras_on_accelerator():
     return bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
 
 
-def run_keras(variant, image_size, batch_size, mode, steps, precision, remat, depth=None):
+def run_keras(variant, image_size, batch_size, mode, steps, precision, remat, depth=None, peak_size=None):
     import keras
     import numpy as np
 
@@ -170,7 +170,7 @@ def run_keras(variant, image_size, batch_size, mode, steps, precision, remat, de
         def epoch():
             model.fit(xs, ys, batch_size=batch_size, epochs=1, shuffle=False, verbose=0)
         compile_seconds, seconds = _time_steps(epoch, 3)
-        return compile_seconds, seconds / steps, train_flops(model), keras_peak_flops(precision)
+        return compile_seconds, seconds / steps, train_flops(model), keras_peak_flops(precision, peak_size)
     if mode == "train":
         def step():
             model.train_on_batch(x, y)  # returns host values: synchronizes
@@ -180,10 +180,10 @@ def run_keras(variant, image_size, batch_size, mode, steps, precision, remat, de
             model.predict_on_batch(x)
         flops = inference_flops(model)
     compile_seconds, seconds = _time_steps(step, steps)
-    return compile_seconds, seconds, flops, keras_peak_flops(precision)
+    return compile_seconds, seconds, flops, keras_peak_flops(precision, peak_size)
 
 
-def run_timm(variant, image_size, batch_size, mode, steps, precision, compile_model, depth=None):
+def run_timm(variant, image_size, batch_size, mode, steps, precision, compile_model, depth=None, peak_size=None):
     if _backend_variable() == "jax":
         # The Keras model here only counts FLOPs: keep JAX off the GPU, which it would
         # otherwise claim three quarters of on first use, leaving PyTorch the rest.
@@ -227,7 +227,7 @@ def run_timm(variant, image_size, batch_size, mode, steps, precision, compile_mo
         flops = inference_flops(keras_model)
     compile_seconds, seconds = _time_steps(step, steps)
     dtype = torch.bfloat16 if precision == "bfloat16" else torch.float32
-    size = peak_matrix_size(device == "cuda")
+    size = peak_size or peak_matrix_size(device == "cuda")
     a = torch.randn(size, size, device=device, dtype=dtype)
 
     def matmul():
@@ -241,10 +241,10 @@ def single(args):
     """One measurement in this process; prints a JSON line."""
     if args.framework == "keras":
         result = run_keras(args.variant, args.image_size, args.batch_size, args.mode, args.steps,
-                           args.precision, args.remat, args.depth)
+                           args.precision, args.remat, args.depth, args.peak_size)
     else:
         result = run_timm(args.variant, args.image_size, args.batch_size, args.mode, args.steps,
-                          args.precision, args.timm_compile, args.depth)
+                          args.precision, args.timm_compile, args.depth, args.peak_size)
     compile_seconds, seconds, flops, peak = result
     images_per_second = args.batch_size / seconds
     emit_result({
@@ -266,6 +266,8 @@ def measure(framework, variant, image_size, batch_size, mode, args):
         arguments.append("--timm_compile")
     if args.depth is not None:
         arguments.append(f"--depth={args.depth}")
+    if args.peak_size is not None:
+        arguments.append(f"--peak_size={args.peak_size}")
     return run_measurement(arguments, framework=framework, variant=variant, image_size=image_size,
                            batch_size=batch_size, mode=mode)
 
@@ -318,6 +320,11 @@ def main():
     parser.add_argument("--repeats", type=int, default=1, help="measure each configuration this many times")
     parser.add_argument("--precision", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--remat", action="store_true")
+    # A CPU without bfloat16 instructions (AVX2) multiplies PyTorch's bfloat16 2048 x 2048 product
+    # in about 20 s, and the peak takes 11 of them: the dry runs measure it on a small product.
+    parser.add_argument("--peak_size", type=int, default=None,
+                        help="side of the square product that measures the peak FLOP/s (default: 2048 on a CPU, "
+                             "8192 on a GPU)")
     parser.add_argument("--timm_compile", action="store_true", help="torch.compile the timm model")
     parser.add_argument("--output", default=None, help="also write the table to this file")
     parser.add_argument("--depth", type=int, default=None,
@@ -337,7 +344,7 @@ def main():
         return single(args)
     import keras_vit
 
-    check_positive(parser, args, "steps", "repeats", "depth")
+    check_positive(parser, args, "steps", "repeats", "depth", "peak_size")
     results = {}
     for variant in args.variants.split(","):
         if variant not in keras_vit.VARIANTS:

@@ -59,7 +59,8 @@ export KERAS_BACKEND=jax PYTHONUNBUFFERED=1
 if [[ "${DRY_RUN:-0}" == 1 ]]; then
     export JAX_PLATFORMS=cpu
     # One block per stage: the plumbing compiles in seconds, not minutes.
-    vit=ViT_Ti16 deit=DeiT_Ti16 size=(--image_sizes=32 --depth=1) check=(--image_size=32 --batch_size=2 --depth=1)
+    vit=ViT_Ti16 deit=DeiT_Ti16 size=(--image_sizes=32 --depth=1 --peak_size=256)
+    check=(--image_size=32 --batch_size=2 --depth=1)
     profile=("${check[@]}" --steps=1)
     batch=2 small_batch=2 steps=1 repeats=1 infer_repeats=2 vs=(--vs=timm)
     wheels=${WHEELS:-}  # only those named: .whl holds builds for the device's Python

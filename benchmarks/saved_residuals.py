@@ -139,10 +139,11 @@ def trace(variant, image_size, precision, path, batch_sizes):
             shape, source = tuple(aval.shape), _source(description)
             rows[(source, aval.dtype.name, kind(source, shape))] += int(np.prod(shape)) * aval.dtype.itemsize
         totals.append(rows)
-    flops = None
+    flops = None  # on the tpu path the kernel is lowered as the interpreter's loops: not a TPU's FLOPs
     if path != "tpu":
-        flops = jax.jit(jax.grad(loss)).lower(trainable, frozen, images, labels).cost_analysis()
-        flops = flops[0] if isinstance(flops, (list, tuple)) else flops
+        analysis = jax.jit(jax.grad(loss)).lower(trainable, frozen, images, labels).cost_analysis()
+        analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
+        flops = float((analysis or {}).get("flops", float("nan")))
     added = batch_sizes[1] - batch_sizes[0]
     grown = {key: (totals[1][key] - totals[0].get(key, 0)) / added for key in totals[1]}
     _, length, width = blocks[0].input.shape
@@ -150,7 +151,7 @@ def trace(variant, image_size, precision, path, batch_sizes):
         "rows": {key: value for key, value in grown.items() if value > 0},
         "width": width,
         "depth": len(blocks),
-        "flops": None if path == "tpu" else float((flops or {}).get("flops", float("nan"))),
+        "flops": flops,
         "length": length,
     }
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from keras_vit.imagenet import decode_predictions
 from keras_vit.models.variants import build_variant
-from keras_vit.preprocessing.checkpoints import checkpoint_key, eval_config
+from keras_vit.preprocessing.checkpoints import EvalConfig, checkpoint_key, eval_config
 from keras_vit.preprocessing.layers import EvalTransform
 
 
@@ -25,43 +25,62 @@ def image_classifier(checkpoint, model=None, reference="authors"):
     """A classifier taking raw RGB images of any size, with `checkpoint`'s evaluation transform inside.
 
     Args:
-        checkpoint: str. A known checkpoint, `"Variant/name"` (e.g.
-            `"ViT_B16/augreg"`, `"DeiT_S16/imagenet"`; the keys of
+        checkpoint: str or `EvalConfig`. A known checkpoint, `"Variant/name"`
+            (e.g. `"ViT_B16/augreg"`, `"DeiT_S16/imagenet"`; the keys of
             `keras_vit.weights.KNOWN_CHECKPOINTS`): its evaluation transform
             is put in front, and without `model` its weights are downloaded.
+            Or an explicit transform (e.g. a training run's, the
+            `eval_transform` of its `summary.json`), with `model`.
         model: A keras_vit model to put the transform in front of (e.g. one
             loaded from a file or fine-tuned), or None to build the
-            checkpoint's variant with its weights. Defaults to None.
+            checkpoint's variant with its weights. Defaults to None. A model
+            of grayscale images (1 channel) gets the transform's first
+            channel and takes 1-channel images.
         reference: str. `"authors"` (the transform the checkpoint's authors
-            evaluated with) or `"timm"` (timm's `pretrained_cfg`). Defaults
-            to `"authors"`.
+            evaluated with) or `"timm"` (timm's `pretrained_cfg`), for a
+            checkpoint name; unused with an `EvalConfig`. Defaults to
+            `"authors"`.
 
     Returns:
-        A `keras.Model` mapping a batch `(batch, height, width, 3)` of uint8
-        or float pixels in [0, 255], any height and width, to the model's
-        logits.
+        A `keras.Model` mapping a batch `(batch, height, width, channels)` of
+        uint8 or float pixels in [0, 255], any height and width, to the
+        model's logits; `channels` is the model's (3, or 1 for a grayscale
+        model).
 
     Raises:
-        ValueError: for an unknown checkpoint name (any case matches) or `reference`, or a
-            `model` whose input size is not the transform's output size.
+        ValueError: for an unknown checkpoint name (any case matches) or `reference`, an
+            `EvalConfig` without `model`, or a `model` whose input size is not the
+            transform's output size.
     """
-    checkpoint = checkpoint_key(checkpoint, argument="checkpoint")  # the registry's spelling
-    config = eval_config(checkpoint, reference)
+    if isinstance(checkpoint, EvalConfig):
+        if model is None:
+            raise ValueError(
+                "An explicit evaluation transform needs the `model` to put it in front of. "
+                f"Received: checkpoint={checkpoint!r} and model=None"
+            )
+        config, named = checkpoint, "the given evaluation transform"
+    else:
+        checkpoint = checkpoint_key(checkpoint, argument="checkpoint")  # the registry's spelling
+        config, named = eval_config(checkpoint, reference), f"the evaluation transform of {checkpoint!r}"
     if model is None:
         variant = checkpoint.split("/")[0]
         model = build_variant(variant, weights=checkpoint)
     if not isinstance(model, keras.Model):
         raise ValueError(f"`model` must be a keras_vit `keras.Model` or None. Received: model={model!r}")
-    expected = (config.image_size, config.image_size, 3)
-    if tuple(model.input_shape[1:]) != expected and tuple(model.input_shape[1:]) != (None, None, 3):
+    channels = model.input_shape[-1]
+    expected = (config.image_size, config.image_size, channels)
+    if channels not in (1, 3) or tuple(model.input_shape[1:]) not in (expected, (None, None, channels)):
         raise ValueError(
-            f"The evaluation transform of {checkpoint!r} gives {expected} images, and `model` takes "
+            f"{named[0].upper()}{named[1:]} gives {expected[:2]} images of 1 or 3 channels, and "
+            "`model` takes "
             f"{tuple(model.input_shape[1:])}. Build the model at image_size={config.image_size}, or with "
             f"dynamic_image_size=True. Received: model={model.name!r}"
         )
-    images = keras.Input((None, None, 3), name="images")
-    transform = EvalTransform.from_eval_config(config, name="eval_transform")
-    return keras.Model(images, model(transform(images)), name=f"{model.name}_classifier")
+    images = keras.Input((None, None, channels), name="images")
+    prepared = EvalTransform.from_eval_config(config, name="eval_transform")(images)
+    if channels == 1:  # the transform repeats a gray image to RGB: its channels are equal
+        prepared = prepared[..., :1]
+    return keras.Model(images, model(prepared), name=f"{model.name}_classifier")
 
 
 def classify(classifier, images, top=5, class_names=None):
@@ -69,7 +88,8 @@ def classify(classifier, images, top=5, class_names=None):
 
     Args:
         classifier: A model taking images of any size, e.g. from
-            `image_classifier`, returning logits.
+            `image_classifier`, returning logits. A classifier of 1-channel
+            images (a grayscale model) gets each image as Pillow's luma.
         images: An image file path, an array `(height, width, 3)` (or 1
             channel, repeated to RGB) of pixels in [0, 255], or a list of
             them; each may have its own size (each size is one call).
@@ -88,12 +108,23 @@ def classify(classifier, images, top=5, class_names=None):
     """
     single = isinstance(images, (str, os.PathLike)) or (isinstance(images, np.ndarray) and images.ndim in (2, 3))
     batch = [images] if single else list(images)
+    gray = classifier.input_shape[-1] == 1
     results = []
     for index, image in enumerate(batch):
         array = _rgb_array(image, index)
+        if gray:
+            array = _luma(array)
         logits = keras.ops.convert_to_numpy(classifier.predict_on_batch(array[None]))
         results.extend(decode_predictions(logits, top=top, from_logits=True, class_names=class_names))
     return results
+
+
+def _luma(rgb):
+    """Float32 RGB pixels as Pillow's `convert("L")` of their uint8 rounding: `(height, width, 1)`."""
+    from PIL import Image
+
+    pixels = np.clip(np.round(rgb), 0, 255).astype("uint8")
+    return np.asarray(Image.fromarray(pixels).convert("L"), dtype="float32")[..., None]
 
 
 def _rgb_array(image, index):

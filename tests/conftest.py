@@ -168,6 +168,7 @@ SLOW = {
     # experiments/test_experiments.py
     "experiments/test_experiments.py::test_attention_distance_smoke",
     "experiments/test_experiments.py::test_hybrid_compute_smoke",
+    "experiments/test_experiments.py::test_transfer_digits_smoke",
     "experiments/test_experiments.py::test_locality_smoke",
     "experiments/test_experiments.py::test_sample_efficiency_smoke",
     "experiments/test_experiments.py::test_timm_parity_smoke",
@@ -256,6 +257,7 @@ SLOW = {
     "train/test_jax.py::test_fsdp_over_a_2x4_mesh_trains_like_one_device_and_orbax_checkpoints_move_between_layouts",
     # train/test_main.py
     "train/test_main.py::test_a_short_fine_tune_fits_the_presets_warmup_and_ema_to_its_length_and_learns",
+    "train/test_serving_cli.py::test_every_exported_file_serves_the_runs_evaluation_of_a_photo",
     "train/test_main.py::test_default_path_trains_evaluates_and_exports",
     "train/test_main.py::test_dinov2_fine_tunes_from_the_command_line_with_its_head",
     "train/test_main.py::test_default_preset_is_the_hybrid_on_32_pixel_images",

@@ -105,7 +105,8 @@ def test_litert_and_openvino_files_take_photographs_of_any_size_and_give_the_sam
 def test_a_model_of_another_size_and_bad_images_are_refused():
     model = keras_vit.VisionTransformer(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=2,
                                        mlp_dim=64, num_classes=1000)
-    with pytest.raises(ValueError, match=r"gives \(224, 224, 3\) images, and `model` takes \(32, 32, 3\)"):
+    with pytest.raises(ValueError, match=r"gives \(224, 224\) images of 1 or 3 channels, and `model` takes "
+                                         r"\(32, 32, 3\)"):
         keras_vit.image_classifier("ViT_B16/augreg", model=model)
     with pytest.raises(ValueError, match=r"`checkpoint` must be a known .*'ViT_B16/augreg'.*checkpoint='ViT_B16/nonsense'"):
         keras_vit.image_classifier("ViT_B16/nonsense", model=model)
@@ -117,3 +118,36 @@ def test_a_model_of_another_size_and_bad_images_are_refused():
         keras_vit.classify(classifier, [np.zeros((8, 8, 3)), np.zeros((4, 4, 4))])
     with pytest.raises(ValueError, match="Cannot read the image"):
         keras_vit.classify(classifier, "/no/such/photo.jpg")
+
+
+def test_an_explicit_transform_goes_in_front_of_a_grayscale_model(photographs, tmp_path):
+    # A training run's transform (train/pipeline.py's plain resize, as an EvalConfig) in front of a model
+    # of 1-channel images: the classifier takes gray photos and gives the bare model's logits on the
+    # transform's first channel. The plain float resize rounds nothing: atol 1e-4.
+    from keras_vit.preprocessing import EvalConfig
+
+    keras.utils.set_random_seed(0)
+    model = keras_vit.VisionTransformer(image_size=32, patch_size=8, hidden_size=32, num_layers=1, num_heads=2,
+                                       mlp_dim=64, num_classes=5, num_channels=1, initialization="deit")
+    config = EvalConfig(image_size=32, interpolation="bilinear", crop_fraction=1.0, crop_mode="squash",
+                        antialias=False, round_to_uint8=False)
+    classifier = keras_vit.image_classifier(config, model=model)
+    assert tuple(classifier.input_shape) == (None, None, None, 1)
+    gray = np.round(photographs[1].mean(axis=-1, keepdims=True)).astype("uint8")  # 300 x 451
+    expected = to_numpy(model(np.asarray(eval_transform(config)(gray))[None, ..., :1]))
+    assert np.ptp(expected) > 0.1
+    np.testing.assert_allclose(to_numpy(classifier(gray[None])), expected, atol=1e-4, rtol=0)
+    with pytest.raises(ValueError, match=r"needs the `model` to put it in front of\. Received: .* and model=None"):
+        keras_vit.image_classifier(config)
+    # `classify` reads a colour photo file as Pillow's luma for it, and gives the model's ranking there.
+    from PIL import Image
+
+    path = str(tmp_path / "chelsea.png")
+    Image.fromarray(photographs[1]).save(path)
+    with Image.open(path) as image:
+        luma = np.asarray(image.convert("L"))[..., None]
+    logits = to_numpy(model(np.asarray(eval_transform(config)(luma))[None, ..., :1]))[0]
+    names = ["a", "b", "c", "d", "e"]
+    (ranked,) = keras_vit.classify(classifier, path, top=5, class_names=names)
+    assert [index for index, _, _ in ranked] == list(np.argsort(-logits))
+    assert ranked[0][1] == names[int(np.argmax(logits))]

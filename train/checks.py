@@ -118,6 +118,13 @@ def check_dataset(config):
             f"--data_dir does not exist or is not a directory. Received: data_dir={config.data_dir!r}"
         )
     kind = data_lib.source_kind(config.dataset)
+    channels = config.image_channels
+    if channels is not None and kind != "folder":
+        raise ValueError(f"--image_channels applies to an image folder (--dataset=folder:DIR) only: other datasets "
+                         f"have their own channels. Received: image_channels={channels!r} with "
+                         f"--dataset={config.dataset!r}")
+    if channels is not None and (not _is_int(channels) or channels not in (1, 3)):
+        _fail("image_channels", channels, "1 (grayscale) or 3 (RGB), or unset (RGB)")
     if kind == "folder":
         root = data_lib.folder_root(config.dataset)
         if not os.path.isdir(root):
@@ -126,6 +133,15 @@ def check_dataset(config):
         # The splits as the folder names them (a preset's "test" is the folder's "validation"):
         # the run, and a dry run's printed configuration, use what was found.
         config.train_split, config.eval_split = data_lib.folder_splits(root, config.train_split, config.eval_split)
+        # Every batch is whole: a folder of fewer images than one batch makes no step.
+        count = data_lib.count_images(root, config.train_split)
+        if not count:
+            raise ValueError(f"--dataset names an image folder with no images in its {config.train_split!r} split "
+                             f"({root}/{config.train_split}/<class name>/<image files>); --train_split names "
+                             f"another. Received: dataset={config.dataset!r}")
+        if _is_int(config.batch_size) and count < config.batch_size:
+            raise ValueError(f"--batch_size must be at most the {count} images of the image folder's "
+                             f"{config.train_split!r} split. Received: batch_size={config.batch_size}")
     elif kind == "tfds":
         data_lib.check_tfds_name(config.dataset)
 

@@ -242,6 +242,11 @@ def _list_folder(root):
     return classes, files, labels
 
 
+def count_images(root, split):
+    """The number of image files in `root/<split>/<class>/` (unreadable ones included)."""
+    return len(_list_folder(os.path.join(root, split))[1])
+
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 DECODERS = ("tensorflow", "pillow")
 
@@ -424,8 +429,11 @@ def folder_root(name):
     return name.split(":", 1)[1] if name.startswith("folder:") else name
 
 
-def load_source(name, split, data_dir=None):
-    """Resolves `--dataset`: `fashion_mnist`, `synthetic`, an image folder, or a TFDS name."""
+def load_source(name, split, data_dir=None, channels=None):
+    """Resolves `--dataset`: `fashion_mnist`, `synthetic`, an image folder, or a TFDS name.
+
+    `channels` (`--image_channels`): an image folder's, 3 (RGB, None too) or 1 (Pillow's luma).
+    """
     kind = source_kind(name)
     if kind == "fashion_mnist":
         return fashion_mnist(split, data_dir)
@@ -435,5 +443,5 @@ def load_source(name, split, data_dir=None):
         root = folder_root(name)
         if not os.path.isdir(root):
             raise ValueError(f"Image folder not found. Received: dataset={name!r}")
-        return folder_source(root, split)
+        return folder_source(root, split, channels=channels or 3)
     return tfds_source(name, split, data_dir)

@@ -63,6 +63,8 @@ _HELP = {
                "an image folder 'folder:/path' holding <split>/<class name>/<image files> (any size, JPEG, PNG, "
                "BMP, GIF or WebP; unreadable files are skipped and counted), e.g. photos/train/cat/1.jpg and "
                "photos/validation/cat/2.jpg. Classes are the sorted folder names, recorded in the workdir.",
+    "image_channels": "An image folder's channels: 3 (RGB, the default) or 1 (grayscale, Pillow's luma), e.g. to "
+                      "fine-tune the main job's model of gray Fashion-MNIST images on a folder of photos.",
     "train_split": "Overrides the preset's train_split: a TFDS split, or the image folder's training subfolder.",
     "eval_split": "Overrides the preset's eval_split: a TFDS split, or the image folder's evaluation subfolder (by "
                   "default the first of validation, val and test that it has).",
@@ -195,10 +197,11 @@ def main(argv):
     elif "one_view_accuracy" in summary:  # --eval_flip
         result = (f"  test accuracy     {summary['accuracy']:.4f} (each image and its mirror image averaged, "
                   f"--eval_flip; one view: {summary['one_view_accuracy']:.4f})\n")
-        serves = "(serve: uint8 images -> probabilities of each image's and its mirror image's logits averaged)"
+        serves = ("(serve: uint8 photos of any size -> probabilities of each image's and its mirror image's logits "
+                  "averaged)")
     else:
         result = f"  test accuracy     {summary['accuracy']:.4f}\n"
-        serves = "(serve: uint8 images -> probabilities)"
+        serves = "(serve: uint8 photos of any size -> probabilities)"
     if not summary["chief"]:
         print(f"\nDone (a non-chief worker: the chief writes checkpoints, logs and the exported model).\n"
               f"{result}"
@@ -228,7 +231,10 @@ def _labels_line(summary):
     """Where the class names are, in label order; nothing for a run without labels."""
     if not summary.get("labels_path"):
         return ""
-    return f"  labels            {summary['labels_path']} ({len(summary['class_names'])} classes, in label order)\n"
+    workdir = summary["workdir"]
+    return (f"  labels            {summary['labels_path']} ({len(summary['class_names'])} classes, in label order)\n"
+            f"  classify a photo  python train/classify.py --workdir={workdir} photo.jpg   (LiteRT, OpenVINO: "
+            f"python train/export.py --workdir={workdir} --format=litert)\n")
 
 
 def _layers_line(summary):

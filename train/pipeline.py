@@ -23,7 +23,7 @@ import functools
 
 import tensorflow as tf
 
-from keras_vit.preprocessing.checkpoints import EvalConfig
+from keras_vit.preprocessing.checkpoints import EvalConfig, resize_config
 from keras_vit.preprocessing.evaluation import eval_transform
 from keras_vit.preprocessing.mixing import mix_batch
 from keras_vit.preprocessing.randaugment import parse_policy
@@ -260,24 +260,44 @@ def _streamed_epochs(source, steps_per_epoch, replica_batches_per_step, start_ep
 
 
 def evaluation_transform(image_size, pretrained=None, eval_crop=None, channels=3, model=None):
-    """How evaluation images become the model's input; None for a plain resize.
+    """How evaluation images become the model's input: the run's evaluation transform.
+
+    The same function prepares the evaluation batches and runs inside the
+    exported SavedModel (`keras_vit.export.saved_model(image_transform=...)`),
+    so the served model sees a photo of any size as the evaluation saw its
+    images; its `config` attribute (an `EvalConfig`) describes it, for the
+    summary and for `EvalTransform` in the LiteRT and OpenVINO exports.
 
     Args:
-        image_size: tuple `(height, width)`, square.
+        image_size: tuple `(height, width)`; square unless the transform is the plain resize.
         pretrained: str or None. A known checkpoint (`"DeiT_S16/imagenet"`, or
             `"imagenet"` with `model`, any case) brings the transform it was
             evaluated with (`keras_vit.preprocessing.eval_transform(name)`) at
             `image_size`: it takes precedence over `eval_crop`.
         eval_crop: float or None. Otherwise: resize the shorter side to
             `size / eval_crop` (bicubic, antialiased) and crop the centre, as
-            DeiT, ConViT and Swin evaluate.
+            DeiT, ConViT and Swin evaluate. With neither, a plain resize
+            (`resize`, vit_jax's evaluation).
         channels: int. 1 for grayscale datasets: the transform's geometry, one channel.
         model: str or None. The model's name, for a short `pretrained` name.
+
+    Returns:
+        A function of one image `(height, width, channels)` returning float32
+        `(height, width, channels)` of `image_size`, with its `EvalConfig` as
+        `config` (None for a plain resize to a non-square size, which no
+        `EvalConfig` describes).
+
+    Raises:
+        ValueError: for a checkpoint's transform or `eval_crop` at a non-square size.
     """
     # The registry's own lookup (short names, any case); every known checkpoint has a transform.
     known = known_checkpoint_key(model or "", pretrained)
     if known is None and eval_crop is None:
-        return None
+        def plain(image):
+            return resize(image, image_size)
+
+        plain.config = resize_config(image_size[0]) if image_size[0] == image_size[1] else None
+        return plain
     if image_size[0] != image_size[1]:
         raise ValueError(f"A checkpoint's evaluation transform or --eval_crop makes square images. "
                          f"Received: image_size={tuple(image_size)}")
@@ -287,7 +307,11 @@ def evaluation_transform(image_size, pretrained=None, eval_crop=None, channels=3
         transform = eval_transform(EvalConfig(image_size=image_size[0], interpolation="bicubic",
                                               crop_fraction=eval_crop, crop_mode="center"))
     if channels == 1:  # the transform makes RGB of a gray image by repeating its channel
-        return lambda image: transform(image)[..., :1]
+        def gray(image):
+            return transform(image)[..., :1]
+
+        gray.config = transform.config
+        return gray
     return transform
 
 

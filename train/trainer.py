@@ -200,8 +200,8 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
         check_workdir_lock(workdir, break_lock)
     keras.utils.set_random_seed(config.seed)
 
-    train_source = data_lib.load_source(config.dataset, config.train_split, config.data_dir)
-    eval_source = data_lib.load_source(config.dataset, config.eval_split, config.data_dir)
+    train_source = data_lib.load_source(config.dataset, config.train_split, config.data_dir, config.image_channels)
+    eval_source = data_lib.load_source(config.dataset, config.eval_split, config.data_dir, config.image_channels)
     image_size = config.image_size or train_source.native_size or 224
     image_size = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
     replicas = strategy.num_replicas_in_sync if strategy is not None else 1
@@ -211,6 +211,11 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
             f"Received: batch_size={config.batch_size}"
         )
     steps_per_epoch = train_source.size // config.batch_size
+    if steps_per_epoch == 0:  # every batch is whole: fewer images than one batch make no step
+        raise ValueError(
+            f"--batch_size must be at most the {train_source.size} training images of --dataset "
+            f"(split {config.train_split!r}): a smaller batch, or more images. Received: batch_size={config.batch_size}"
+        )
     total_steps = config.steps or config.epochs * steps_per_epoch
     _, _, fitted = fit_to_run(config, total_steps)
     if chief:
@@ -377,6 +382,9 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
     # Label k's name is the k-th (an image folder's: its sorted subfolder names); labels.txt too.
     class_names = [str(name) for name in train_source.class_names or ()]
     summary["class_names"] = class_names if config.objective == "classification" else None
+    # What the SavedModel applies to each photo, for EvalTransform in other exports (train/export.py).
+    summary["eval_transform"] = dataclasses.asdict(eval_transform.config) if eval_transform.config else None
+    summary["channels"] = eval_source.channels  # the photos' channels: 1 for a grayscale dataset, else 3
     # Every worker saves (under MultiWorkerMirroredStrategy saving runs collective ops
     # that all must join); only the chief's files are kept.
     # Each of the results is written only while the workdir is still this run's.
@@ -387,7 +395,8 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
         check_held()
         export.keras_file(student, model_path)
         check_held()
-        export.saved_model(served, saved_model_path)
+        # Photos of any size, prepared inside as the evaluation prepared its images.
+        export.saved_model(served, saved_model_path, image_transform=eval_transform)
         if chief:
             summary["model_path"], summary["saved_model_path"] = model_path, saved_model_path
             summary["labels_path"] = None

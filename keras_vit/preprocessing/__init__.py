@@ -3,7 +3,8 @@
 Evaluation: `eval_transform("DeiT_S16/imagenet")` maps one decoded image of any
 size to the pixels the checkpoint was evaluated on (`EvalConfig`, per checkpoint
 in `CHECKPOINT_PREPROCESSING`, timm's re-tuned values with `reference="timm"`),
-and `EvalTransform` does the same as the first layer of a model. Training:
+and `EvalTransform` does the same as the first layer of a model; `resize_config(size)` is the
+plain resize of `keras.utils.image_dataset_from_directory` and of the trainer's evaluation. Training:
 `train_transform(...)` / `train_transform_for("deit", size)` (crop, flip,
 `rand_augment(policy)`, `random_erasing`), `mix_batch` (MixUp/CutMix) and
 `repeated_augmentation_order`, each a pure function of a seed.
@@ -20,6 +21,7 @@ from keras_vit.preprocessing.checkpoints import (
     TIMM_PREPROCESSING,
     EvalConfig,
     eval_config,
+    resize_config,
 )
 from keras_vit.preprocessing.huggingface import eval_config_from_huggingface
 from keras_vit.preprocessing.layers import EvalTransform
@@ -44,7 +46,7 @@ _LAZY = {
 }
 
 __all__ = ["CHECKPOINT_PREPROCESSING", "TIMM_PREPROCESSING", "EvalConfig", "EvalTransform", "eval_config",
-           "eval_config_from_huggingface", *_LAZY]
+           "eval_config_from_huggingface", "resize_config", *_LAZY]
 
 
 def __getattr__(name):

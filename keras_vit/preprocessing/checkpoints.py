@@ -185,6 +185,37 @@ class EvalConfig:
         return dataclasses.replace(replaced, source=source)
 
 
+def resize_config(image_size, interpolation="bilinear"):
+    """The transform of images resized plainly to `image_size` squared, as an `EvalConfig`.
+
+    What `keras.utils.image_dataset_from_directory(image_size=(size, size))`
+    does to each image (`tf.image.resize`: no antialiasing, float pixels, the
+    aspect ratio not kept) and what the trainer evaluates datasets with that
+    have no transform of their own; vit_jax evaluates its checkpoints so too.
+    A model fine-tuned on such a dataset serves photos of any size with it in
+    front: `keras_vit.image_classifier(resize_config(size), model=model)`.
+
+    Args:
+        image_size: int. Side of the square images.
+        interpolation: str. The dataset's `interpolation`: `"bilinear"`,
+            `"bicubic"`, `"nearest"` or `"area"`. Defaults to `"bilinear"`,
+            Keras' default.
+
+    Returns:
+        An `EvalConfig`: a `"squash"` resize with crop fraction 1, no
+        antialiasing and no rounding.
+
+    Raises:
+        ValueError: for an `image_size` or `interpolation` it does not accept.
+    """
+    return EvalConfig(
+        image_size=image_size, interpolation=interpolation, crop_fraction=1.0, crop_mode="squash", antialias=False,
+        round_to_uint8=False,
+        source=f"tf.image.resize(image, ({image_size}, {image_size}), method={interpolation!r}) of the decoded "
+               "image: keras.utils.image_dataset_from_directory's, train/pipeline.py's plain evaluation",
+    )
+
+
 # -- The authors' evaluation transforms -----------------------------------------------------------
 
 _DEIT = (

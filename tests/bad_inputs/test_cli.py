@@ -48,6 +48,11 @@ BAD_FLAGS = [
     ("--image_size=0", r"--image_size must be a positive integer \(or unset\)\. Received: image_size=0"),
     ("--image_size=-32", r"--image_size must be a positive integer .*Received: image_size=-32"),
     ("--batch_size=0", r"--batch_size must be a positive integer\. Received: batch_size=0"),
+    ("--batch_size=65", r"--batch_size must be at most the 64 training images of --dataset \(split 'train'\): a "
+                        r"smaller batch, or more images\. Received: batch_size=65"),
+    ("--image_channels=1", r"--image_channels applies to an image folder \(--dataset=folder:DIR\) only: other "
+                           r"datasets have their own channels\. Received: image_channels=1 with "
+                           r"--dataset='fashion_mnist'"),
     ("--epochs=0", r"--epochs must be a positive integer\. Received: epochs=0"),
     ("--ema_decay=1.0", r"--ema_decay must be a number in \[0, 1\) \(0 turns EMA off\), or unset\. Received: ema_decay=1\.0"),
     ("--momentum=1.5", r"--momentum must be a number in \[0, 1\)\. Received: momentum=1\.5"),
@@ -218,3 +223,23 @@ def test_an_in_process_workdir_is_refused_on_jax_and_warned_about_on_tensorflow(
         check_workdir(workdir, get_config("default"))
         assert "warning: --workdir=ram://keras_vit_cli/run is TensorFlow's in-process file system" in (
             capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--batch_size=9"], r"--batch_size must be at most the 8 images of the image folder's 'train' split\. "
+                         r"Received: batch_size=9"),
+    (["--batch_size=4", "--image_channels=2"], r"--image_channels must be 1 \(grayscale\) or 3 \(RGB\), or unset "
+                                               r"\(RGB\)\. Received: image_channels=2"),
+])
+def test_an_image_folder_refuses_before_anything_is_written(flags, message, tmp_path, capsys):
+    # Checked with the flags (a --dry_run too): a batch no epoch can fill, a channel count it cannot read.
+    from tests.train.helpers import make_image_folder
+
+    root = make_image_folder(tmp_path / "photos", per_class=2, size=8)
+    workdir = tmp_path / "run"
+    for dry_run in ([], ["--dry_run"]):
+        status, stderr = run_in_process([f"--workdir={workdir}", f"--dataset=folder:{root}", *flags, *dry_run],
+                                        capsys)
+        lines = [line for line in stderr.strip().splitlines() if line.startswith("error: ")]
+        assert status == 2 and len(lines) == 1 and re.search(message, lines[0]), stderr[-2000:]
+        assert not workdir.exists()

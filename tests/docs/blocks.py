@@ -7,8 +7,8 @@ commands, each checked by what it is (`classify`):
 
 - `python train/main.py ...`: run with `--dry_run`, which checks every flag and
   the workdir as a real run does, on the backend the command names;
-- `python experiments/*.py` or `python benchmarks/*.py`: the script exists and
-  defines every `--flag` the command passes;
+- `python experiments/*.py`, `python benchmarks/*.py` or another `python train/*.py`
+  (`classify.py`, `export.py`): the script exists and defines every `--flag` the command passes;
 - `pip install ...`: every extra it names is in setup.cfg;
 - the set-up and tool commands in `TOOLS` (apt-get, git, mkdocs, pytest, ...),
   which CI runs itself, are accepted as they are.
@@ -100,7 +100,8 @@ def classify(command):
         return "pip", env, argv
     if argv[:2] == ["python", "train/main.py"]:
         return "trainer", env, argv
-    if len(argv) > 1 and argv[0] in ("python", "bash") and re.match(r"(experiments|benchmarks)/\w+\.(py|sh)$", argv[1]):
+    scripts = r"(experiments|benchmarks|train)/\w+\.(py|sh)$"
+    if len(argv) > 1 and argv[0] in ("python", "bash") and re.match(scripts, argv[1]):
         return "script", env, argv
     if argv and (argv[0] in TOOLS or argv[0] == "."):
         return "tool", env, argv

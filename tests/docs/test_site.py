@@ -11,6 +11,7 @@ import pytest
 import keras_vit
 from keras_vit import families
 from tests.docs import blocks
+from tests.docs.files import PAGE_FILES
 from tests.train.helpers import run_many
 
 # The subpackages whose `__all__` is public API, beside the top-level names.
@@ -104,6 +105,8 @@ PYTHON_PAGES = [page for page in blocks.pages() if blocks.blocks(page, "python")
 @pytest.mark.parametrize("page", PYTHON_PAGES)
 def test_python_blocks_run(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    if page in PAGE_FILES:  # what stands for the reader's own files (a folder of photos, a checkpoint)
+        PAGE_FILES[page](str(tmp_path))
     namespace = {"__name__": "__docs__"}
     for number, code in enumerate(blocks.blocks(page, "python")):
         exec(compile(code, f"{page} (python block {number + 1})", "exec"), namespace)

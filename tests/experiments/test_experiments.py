@@ -5,7 +5,9 @@ Each smoke run trains tiny models through `train/main.py` on a generated
 figure(s) and the section written to a temporary EXPERIMENTS.md.
 """
 
+import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -150,3 +152,59 @@ def test_missing_source_and_used_workdir_are_refused(tmp_path, source, capsys):
             convit_sample_efficiency.parse_args(flags)
         assert message in capsys.readouterr().err
     assert os.listdir(tmp_path / "used") == ["file"]
+
+
+def test_transfer_digits_smoke(tmp_path, source, capsys):
+    # A tiny model of the main job's shape stands for its model.keras (`--encoder`); the script's own
+    # main-job run is the same `train/main.py` as every other run here.
+    import keras
+
+    from experiments import transfer_digits
+
+    kwargs = dict(common.TINY_MODEL, resnet_stages=[], patch_size=2)
+    encoder, _ = common.build("VisionTransformer", dict(kwargs, initialization="deit"), image_size=32)
+    encoder.save(str(tmp_path / "model.keras"))
+    figure, markdown, work = tmp_path / "figure.png", tmp_path / "EXPERIMENTS.md", tmp_path / "work"
+    assert transfer_digits.main(["--tiny", f"--source_dir={source}", "--seeds=0", f"--workdir={work}",
+                                 f"--encoder={tmp_path / 'model.keras'}", "--train_sizes=20", "--steps=2",
+                                 "--batch_size=10", f"--figure={figure}", "--write",
+                                 f"--experiments_md={markdown}"]) == 0
+    out = capsys.readouterr().out
+    rows = common.table_rows(out)
+    assert [(r[0], r[1]) for r in rows] == [("20", "pre-trained"), ("20", "scratch")]
+    assert float(rows[0][5]) == pytest.approx(100 * (accuracy(rows[0][2]) - accuracy(rows[1][2])), abs=0.01)
+    assert common.table_rows(markdown.read_text().split(f"## {transfer_digits.TITLE}\n", 1)[1]) == rows
+    assert figure.read_bytes().startswith(PNG)
+    # The digits as an image folder of gray PNGs: 450 test images, 2 of each digit in train_20.
+    digits = work / "digits"
+    assert sorted(os.listdir(digits)) == ["test", "train_20"]
+    assert sum(len(os.listdir(digits / "test" / d)) for d in os.listdir(digits / "test")) == 450
+    assert sorted(len(os.listdir(digits / "train_20" / d)) for d in os.listdir(digits / "train_20")) == [2] * 10
+    from PIL import Image
+
+    with Image.open(digits / "test" / "3" / os.listdir(digits / "test" / "3")[0]) as image:
+        assert image.mode == "L" and image.size == (8, 8)
+    # The fine-tuned start: the encoder's weights with a zero head (ViT App. B.1.1); both runs read one channel.
+    zeroed = keras.saving.load_model(str(work / "pretrained_zero_head.keras"))
+    for mine, theirs in zip(zeroed.weights, encoder.weights):
+        expected = np.zeros(mine.shape) if mine.path.startswith("head/") else keras.ops.convert_to_numpy(theirs)
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(mine), expected)
+    for start in ("pre-trained", "scratch"):
+        summary = json.loads((work / f"{start}_20" / "seed_0" / "summary.json").read_text())
+        assert summary["channels"] == 1 and summary["class_names"] == [str(d) for d in range(10)]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--train_sizes=5"], r"--train_sizes must be from 10 \(one of each digit\) to the 1347 training digits\. "
+                          r"Received: train_sizes=5"),
+    (["--train_sizes=20,2000"], r"Received: train_sizes=20,2000"),
+    (["--train_sizes=20", "--batch_size=32"], r"--batch_size must be at most the smallest of --train_sizes \(20\)"),
+    (["--encoder=/no/model.keras"], r"--encoder must be the main job's model\.keras .*Received: encoder='/no/model"),
+])
+def test_transfer_digits_refuses_bad_arguments_before_any_run(flags, message, source, capsys):
+    from experiments import transfer_digits
+
+    with pytest.raises(SystemExit) as exit_info:
+        transfer_digits.main([f"--source_dir={source}", *flags])
+    assert exit_info.value.code == 2
+    assert re.search(message, capsys.readouterr().err)

@@ -87,3 +87,30 @@ def test_keras_file_round_trip_and_a_failed_save_keeps_the_old_file(tmp_path, mo
     with pytest.raises(OSError, match="disk full"):
         keras_vit.export.keras_file(model, path)
     assert os.listdir(tmp_path) == ["model.keras"] and (tmp_path / "model.keras").read_bytes() == old
+
+
+def test_with_an_image_transform_inside_the_signature_serves_photos_of_any_size(tmp_path):
+    import tensorflow as tf
+
+    from keras_vit.preprocessing import EvalConfig, eval_transform
+
+    model = build("vit")
+    transform = eval_transform(EvalConfig(image_size=model.input_shape[1], interpolation="bicubic",
+                                          crop_fraction=0.875))
+    path = keras_vit.export.saved_model(model, str(tmp_path / "served"), image_transform=transform)
+    loaded = tf.saved_model.load(path)
+    # TensorFlow Serving's default signature is the photos' one too.
+    for name in ("serve", "serving_default"):
+        spec = loaded.signatures[name].structured_input_signature[1]["images"]
+        assert spec.dtype == tf.uint8 and spec.shape.as_list() == [None, None, None, 3], (name, spec)
+    rng = np.random.default_rng(0)
+    for shape in ((2, 45, 70, 3), (1, 29, 23, 3)):
+        photos = rng.integers(0, 256, shape, dtype=np.uint8)
+        # The reference: the transform applied to each photo here, then the model's softmax.
+        prepared = np.stack([transform(photo).numpy() for photo in photos])
+        expected = softmax(forward(model, prepared).astype("float64"))
+        np.testing.assert_allclose(loaded.serve(tf.constant(photos)).numpy(), expected, atol=1e-5)
+    with pytest.raises(ValueError, match=r"`image_transform` must be a function of one image .* "
+                                         r"Received: image_transform='bicubic'"):
+        keras_vit.export.saved_model(model, str(tmp_path / "refused"), image_transform="bicubic")
+    assert not (tmp_path / "refused").exists()

@@ -331,10 +331,17 @@ def test_input_pipelines_read_disjoint_slices_of_the_single_process_batches(tmp_
 
 
 def test_evaluation_uses_the_checkpoints_own_transform_or_the_recipes_crop():
-    from keras_vit.preprocessing import EvalConfig, eval_transform
+    import tensorflow as tf
+
+    from keras_vit.preprocessing import EvalConfig, eval_transform, resize_config
 
     image = np.random.default_rng(0).integers(0, 256, (40, 60, 3), dtype=np.uint8)
-    assert pipeline.evaluation_transform((32, 32)) is None  # a plain resize
+    # A plain resize (vit_jax's evaluation), described for EvalTransform in the exports.
+    plain = pipeline.evaluation_transform((32, 32))
+    np.testing.assert_array_equal(plain(image), tf.image.resize(tf.cast(image, tf.float32), (32, 32)))
+    assert plain.config == resize_config(32)
+    assert (plain.config.interpolation, plain.config.crop_mode, plain.config.crop_fraction) == ("bilinear", "squash", 1)
+    assert not plain.config.antialias and not plain.config.round_to_uint8
     expected = eval_transform("Swin_B384/imagenet", image_size=32)(image)  # a squash, no crop
     # The checkpoint's own transform, however --pretrained names it, wins over a preset's --eval_crop.
     for name, model in (("Swin_B384/imagenet", None), ("imagenet", "Swin_B384"), ("swin_b384/IMAGENET", None)):

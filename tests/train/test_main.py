@@ -86,6 +86,13 @@ def test_default_path_trains_evaluates_and_exports(tmp_path, idx_dir):
     np.testing.assert_allclose(probabilities, expected, atol=1e-5)
     with pytest.raises(Exception):
         loaded.serve(tf.constant(images.astype(np.float32)))
+    # A photo of any size: resized inside as the evaluation resized its images (a plain float resize).
+    photo = np.random.default_rng(1).integers(0, 255, (1, 23, 37, 1)).astype(np.uint8)
+    resized = tf.image.resize(tf.cast(photo, tf.float32), (16, 16)).numpy()
+    expected = keras.ops.convert_to_numpy(keras.ops.softmax(model(resized)))
+    np.testing.assert_allclose(loaded.serve(tf.constant(photo)).numpy(), expected, atol=1e-5)
+    assert summary["channels"] == 1 and summary["eval_transform"]["crop_mode"] == "squash"
+    assert f"classify a photo  python train/classify.py --workdir={workdir} photo.jpg" in result.stdout
     # EMA: the exported weights are the averages kept by the optimizer, not the raw ones.
     last = sorted(os.listdir(workdir / "checkpoints"), key=lambda d: -1 if d == "latest" else int(d.split("-")[1]))[-1]
     raw = keras.models.load_model(str(workdir / "model.keras"))
@@ -308,6 +315,17 @@ def test_a_short_fine_tune_fits_the_presets_warmup_and_ema_to_its_length_and_lea
     probabilities = loaded.serve(tf.constant(images)).numpy()
     # Learned something: not the uniform 1/4 of a head still at zero.
     assert np.abs(probabilities - 0.25).max() > 0.01, probabilities
+    # A photo of another size, prepared inside by the run's evaluation transform (the preset's: a
+    # plain resize, recorded in the summary), as model.keras gets it from that transform here.
+    from train.pipeline import evaluation_transform
+
+    photo = np.random.default_rng(1).integers(0, 255, (41, 27, 3)).astype(np.uint8)
+    transform = evaluation_transform((16, 16))
+    assert transform.config.transform_settings() == {key: summary["eval_transform"][key]
+                                                     for key in transform.config.transform_settings()}
+    model = keras.models.load_model(str(workdir / "model.keras"))
+    expected = keras.ops.convert_to_numpy(keras.ops.softmax(model(transform(photo).numpy()[None])))
+    np.testing.assert_allclose(loaded.serve(tf.constant(photo[None])).numpy(), expected, atol=1e-5)
 
 
 def _wait_for_checkpoint(workdir, process, timeout=120):
@@ -388,6 +406,12 @@ def test_dry_run_checks_the_flags_and_writes_nothing(tmp_path, capsys):
     photos = tmp_path / "photos"
     for split in ("train", "validation"):
         (photos / split / "cat").mkdir(parents=True)
+    # An empty training split is refused (a run would stop reading it), naming the flags.
+    assert call_main([f"--workdir={workdir}", "--config=fashion_mnist_vit", f"--dataset=folder:{photos}",
+                      "--dry_run"]) == 2
+    assert "no images in its 'train' split" in capsys.readouterr().err and not workdir.exists()
+    for index in range(128):  # the preset's batch: every batch is whole
+        (photos / "train" / "cat" / f"{index}.png").write_bytes(b"")
     assert call_main([f"--workdir={workdir}", "--config=fashion_mnist_vit", f"--dataset=folder:{photos}",
                       "--dry_run"]) == 0
     out = capsys.readouterr().out

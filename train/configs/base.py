@@ -18,6 +18,9 @@ class TrainConfig:
     train_split: str = "train"
     eval_split: str = "test"
     image_size: int = None  # None: the dataset's own size
+    # An image folder's channels: None or 3 reads RGB, 1 grayscale (Pillow's luma: gray photos, or
+    # fine-tuning a model of gray images such as the main job's). Other datasets have their own.
+    image_channels: int = None
     batch_size: int = 128
     eval_batch_size: int = None
     epochs: int = 10

@@ -146,6 +146,14 @@ def check_dataset(config):
         data_lib.check_tfds_name(config.dataset)
 
 
+def check_batch_fits(config, train_images):
+    """Every batch is whole: a training set of fewer images than one batch makes no step."""
+    if train_images < config.batch_size:
+        raise ValueError(f"--batch_size must be at most the {train_images} training images of --dataset (split "
+                         f"{config.train_split!r}): a smaller batch, or more images. "
+                         f"Received: batch_size={config.batch_size}")
+
+
 def check_pretrained(config):
     if config.pretrained is None:
         return

@@ -149,9 +149,16 @@ class SavedModelTeacher(keras.layers.Layer):
 
 
 def _serving_endpoint(loaded, path):
-    """`(function of one image batch returning one tensor, its input TensorSpec)`."""
-    if hasattr(loaded, "serve"):
-        function = loaded.serve
+    """`(function of one image batch returning one tensor, its input TensorSpec)`.
+
+    A SavedModel serving photos of any size (the trainer's, with its evaluation transform
+    inside) also has `serve_prepared`, the model on images of its own input: the teacher
+    takes that one, since the student's batches are already prepared (augmented, resized).
+    """
+    for name in ("serve_prepared", "serve"):
+        if not hasattr(loaded, name):
+            continue
+        function = getattr(loaded, name)
         concrete = function.concrete_functions[0] if hasattr(function, "concrete_functions") else function
         args, kwargs = concrete.structured_input_signature
         specs = list(args) + list(kwargs.values())

@@ -1,7 +1,6 @@
 """The training run: model, optimizer, data, fit with checkpoints, evaluation, export."""
 
 import contextlib
-import dataclasses
 import json
 import math
 import os
@@ -21,7 +20,7 @@ from train import pipeline
 from train.analysis_logging import AnalysisLogger, check_model_supports, parse_analyses
 from train.callbacks import SynchronousBatchEnds, Throughput, needs_synchronous_batch_ends
 from train.checkpoints import CheckpointManager, PreemptionCheckpoint
-from train.checks import check_config
+from train.checks import check_batch_fits, check_config
 from train.modeling import build_model, mirror_averaged
 from train.optimization import fit_to_run, make_optimizer
 from train.strategy import JaxDistribution, barrier, is_chief
@@ -210,12 +209,8 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
             f"`batch_size` (global) must be divisible by the {replicas} replicas. "
             f"Received: batch_size={config.batch_size}"
         )
+    check_batch_fits(config, train_source.size)
     steps_per_epoch = train_source.size // config.batch_size
-    if steps_per_epoch == 0:  # every batch is whole: fewer images than one batch make no step
-        raise ValueError(
-            f"--batch_size must be at most the {train_source.size} training images of --dataset "
-            f"(split {config.train_split!r}): a smaller batch, or more images. Received: batch_size={config.batch_size}"
-        )
     total_steps = config.steps or config.epochs * steps_per_epoch
     _, _, fitted = fit_to_run(config, total_steps)
     if chief:
@@ -377,17 +372,15 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
     # Masked patch prediction has no accuracy: its loss is the pretraining objective's.
     summary["accuracy"] = float(results["accuracy"]) if "accuracy" in results else None
     summary["loss"] = float(results["loss"])
-    summary["objective"] = config.objective
-    summary["chief"] = chief
+    summary["objective"], summary["chief"] = config.objective, chief
     # Label k's name is the k-th (an image folder's: its sorted subfolder names); labels.txt too.
-    class_names = [str(name) for name in train_source.class_names or ()]
-    summary["class_names"] = class_names if config.objective == "classification" else None
-    # What the SavedModel applies to each photo, for EvalTransform in other exports (train/export.py).
-    summary["eval_transform"] = dataclasses.asdict(eval_transform.config) if eval_transform.config else None
-    summary["channels"] = eval_source.channels  # the photos' channels: 1 for a grayscale dataset, else 3
-    # Every worker saves (under MultiWorkerMirroredStrategy saving runs collective ops
-    # that all must join); only the chief's files are kept.
-    # Each of the results is written only while the workdir is still this run's.
+    classified = config.objective == "classification"
+    summary["class_names"] = [str(name) for name in train_source.class_names or ()] if classified else None
+    # What the SavedModel applies to each photo (1 or 3 channels), for EvalTransform in train/export.py.
+    summary["eval_transform"] = vars(eval_transform.config) if eval_transform.config else None
+    summary["channels"] = eval_source.channels
+    # Every worker saves (under MultiWorkerMirroredStrategy saving runs collective ops that all must
+    # join); only the chief's files are kept, each written only while the workdir is still this run's.
     check_held = lock.check_held if lock is not None else (lambda: None)
     with contextlib.ExitStack() as stack, _failed_writes_named(manager, workdir):
         folder = workdir if chief else stack.enter_context(tempfile.TemporaryDirectory(prefix="keras_vit-scratch-"))
@@ -395,15 +388,13 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
         check_held()
         export.keras_file(student, model_path)
         check_held()
-        # Photos of any size, prepared inside as the evaluation prepared its images.
-        export.saved_model(served, saved_model_path, image_transform=eval_transform)
+        export.saved_model(served, saved_model_path, image_transform=eval_transform)  # photos of any size
         if chief:
             summary["model_path"], summary["saved_model_path"] = model_path, saved_model_path
-            summary["labels_path"] = None
-            if summary["class_names"]:
-                summary["labels_path"] = os.path.join(workdir, "labels.txt")
+            summary["labels_path"] = os.path.join(workdir, "labels.txt") if summary["class_names"] else None
+            if summary["labels_path"]:
                 check_held()
-                write_text_atomically(summary["labels_path"], "".join(f"{name}\n" for name in class_names))
+                write_text_atomically(summary["labels_path"], "".join(f"{name}\n" for name in summary["class_names"]))
             check_held()
             write_text_atomically(os.path.join(workdir, "summary.json"), json.dumps(summary, indent=2))
     return summary

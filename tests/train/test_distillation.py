@@ -341,6 +341,22 @@ def test_teacher_from_a_saved_model(tmp_path, uint8_probabilities):
     assert np.isfinite(history["loss"][0])
 
 
+def test_a_saved_model_serving_photos_teaches_on_the_prepared_images(tmp_path):
+    # The trainer's SavedModel takes photos of any size through its evaluation transform (here a
+    # centre crop); a teacher must see the student's batches as they are: its `serve_prepared`.
+    from keras_vit.preprocessing import EvalConfig, eval_transform
+
+    model = tiny_teacher()
+    path = str(tmp_path / "saved_model")
+    crop = eval_transform(EvalConfig(image_size=SIZE, interpolation="bicubic", crop_fraction=0.5))
+    keras_vit.export.saved_model(model, path, image_transform=crop)
+    teacher = _load(path)
+    assert teacher.image_shape == (None, SIZE, SIZE, CHANNELS) and teacher.returns_probabilities
+    images, _ = _data(4)
+    np.testing.assert_allclose(np_softmax(to_numpy(teacher(images))), np_softmax(to_numpy(model(images))),
+                               atol=1e-5)
+
+
 def test_teacher_from_a_variant_name_with_weights(tmp_path):
     trained = _load("ViT_Ti16", size=16)
     assert trained.input_shape == (None, 16, 16, CHANNELS) and trained.output_shape == (None, CLASSES)

@@ -36,10 +36,16 @@ def test_swin_preset_trains_a_tiny_swin_and_exports_it(tmp_path, capsys):
     blocks = [layer for layer in model.layers if isinstance(layer, keras_vit.layers.SwinTransformerBlock)]
     assert [(block.padded_size, block.shift) for block in blocks] == [
         ((9, 9), (0, 0)), ((9, 9), (1, 1)), ((6, 6), (0, 0)), ((6, 6), (1, 1))]
-    # The SavedModel serves uint8 images as the probabilities of the reloaded model.
+    # The SavedModel serves uint8 images as the probabilities of the reloaded model on them prepared
+    # by the preset's evaluation transform (Swin's: the shorter side to 16 / 0.875, the centre cropped).
+    from train.pipeline import evaluation_transform
+
+    assert summary["eval_transform"]["crop_fraction"] == 0.875
+    transform = evaluation_transform((16, 16), eval_crop=0.875, channels=1)
     images = np.random.default_rng(0).integers(0, 255, (3, 16, 16, 1)).astype(np.uint8)
     loaded = tf.saved_model.load(str(workdir / "saved_model"))  # kept: its functions need its variables
     probabilities = loaded.serve(tf.constant(images)).numpy()
     np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=1e-5)
-    expected = keras.ops.convert_to_numpy(keras.ops.softmax(model(images.astype("float32"))))
+    prepared = np.stack([transform(image).numpy() for image in images])
+    expected = keras.ops.convert_to_numpy(keras.ops.softmax(model(prepared)))
     np.testing.assert_allclose(probabilities, expected, atol=1e-5)

@@ -1,6 +1,7 @@
 """The training run: model, optimizer, data, fit with checkpoints, evaluation, export."""
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -371,14 +372,13 @@ def _train(config, workdir, strategy, verbose, break_lock, held):
             results = served.evaluate(eval_ds, verbose=0, return_dict=True, callbacks=synchronous)
     # Masked patch prediction has no accuracy: its loss is the pretraining objective's.
     summary["accuracy"] = float(results["accuracy"]) if "accuracy" in results else None
-    summary["loss"] = float(results["loss"])
     summary["objective"], summary["chief"] = config.objective, chief
     # Label k's name is the k-th (an image folder's: its sorted subfolder names); labels.txt too.
     classified = config.objective == "classification"
     summary["class_names"] = [str(name) for name in train_source.class_names or ()] if classified else None
     # What the SavedModel applies to each photo (1 or 3 channels), for EvalTransform in train/export.py.
-    summary["eval_transform"] = vars(eval_transform.config) if eval_transform.config else None
-    summary["channels"] = eval_source.channels
+    summary["eval_transform"] = dataclasses.asdict(eval_transform.config) if eval_transform.config else None
+    summary["channels"], summary["loss"] = eval_source.channels, float(results["loss"])
     # Every worker saves (under MultiWorkerMirroredStrategy saving runs collective ops that all must
     # join); only the chief's files are kept, each written only while the workdir is still this run's.
     check_held = lock.check_held if lock is not None else (lambda: None)

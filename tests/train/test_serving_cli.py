@@ -134,5 +134,5 @@ def test_a_file_older_than_the_runs_model_is_refused(run, photos, capsys):
         else:
             os.utime(path, (saved.st_atime, saved.st_mtime))
     err = capsys.readouterr().err
-    assert f"model.xml' is older than the run's model.keras" in err
+    assert "model.xml' is older than the run's model.keras" in err
     assert f"train/export.py --workdir={run} --format=openvino again" in err

@@ -34,7 +34,7 @@ def main(argv=None):
         if args.top < 1:
             raise ValueError(f"--top must be a positive integer. Received: --top={args.top}")
         summary = serving.run_summary(args.workdir)
-        names = serving.class_names(args.workdir)
+        names = summary["class_names"]  # labels.txt's lines, in label order
         predict = serving.predictor(args.workdir, args.format)
         for path in args.photos:
             probabilities = predict(serving.read_photo(path, summary["channels"]))

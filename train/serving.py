@@ -6,8 +6,8 @@ exports it with the run's evaluation transform inside
 LiteRT and OpenVINO files from the run's `model.keras` with the same transform
 (`EvalTransform`, from `summary.json`'s `eval_transform`) and a softmax, so
 every file answers probabilities for a uint8 photo of any size; and reads a
-photo as the run's image folders were read, and names the classes
-(`labels.txt`). `train/export.py` and `train/classify.py` are its command lines.
+photo as the run's image folders were read; the classes are the summary's `class_names`
+(as in `labels.txt`). `train/export.py` and `train/classify.py` are its command lines.
 """
 
 import json
@@ -49,12 +49,6 @@ def run_summary(workdir):
             f"to name. Received: --workdir={workdir!r}"
         )
     return summary
-
-
-def class_names(workdir):
-    """The run's class names in label order (`labels.txt`, one per line)."""
-    with open(os.path.join(workdir, "labels.txt")) as file:
-        return [line.rstrip("\n") for line in file]
 
 
 def photo_model(workdir):

@@ -88,7 +88,8 @@ def compute(kwargs):
 def paper_compute():
     """`{arm: forward MACs per image}` of the paper's ViT-B/16 and Axial-ViT-B/16 at 224 px, from their sizes."""
     import keras_vit
-    from keras_vit.analysis import axial_vit_forward_macs, vit_forward_macs
+    from keras_vit.analysis import vit_forward_macs
+    from keras_vit.models.axial import axial_vit_forward_macs
 
     sizes = keras_vit.VARIANTS["AxialViT_B16"][1]  # ViT-B's sizes at 16 px patches, as ViT-B/16's
     return {"vit": vit_forward_macs(**sizes), "axial": axial_vit_forward_macs(**sizes)}

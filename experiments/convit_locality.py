@@ -23,7 +23,7 @@ Reading the result: the table gives, per block, the gate (mean over heads, and
 the range over heads after training) and the nonlocality before and after
 training; the figure draws them epoch by epoch (the shaded band: the heads'
 range), and a second figure the final gate of every head
-(`keras_vit.analysis.plots.plot_gpsa_gating`). With several seeds the values
+(`keras_vit.models.convit.plot_gpsa_gating`). With several seeds the values
 are averaged over them, and the per-block numbers show their spread.
 """
 
@@ -118,7 +118,7 @@ def figure(results, path):
 
 
 def gates_figure(results, path):
-    from keras_vit.analysis.plots import plot_gpsa_gating
+    from keras_vit.models.convit import plot_gpsa_gating
 
     _, gates = results["ConViT"]["gates"]
     fig = plot_gpsa_gating(gates[-1].mean(axis=0))

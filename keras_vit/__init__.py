@@ -7,7 +7,7 @@ for IDEs and type checkers (written by `python -m keras_vit.stubs`).
 """
 
 from keras_vit import (
-    analysis, evaluation, export, few_shot, inspection, layers, models, preprocessing, pretraining, schedules, utils,
+    analysis, export, few_shot, inspection, layers, models, preprocessing, pretraining, schedules, utils,
     weights,
 )
 from keras_vit.classification import classify, image_classifier

@@ -5,7 +5,7 @@ from typing import Any
 
 import keras
 
-from keras_vit import analysis as analysis, evaluation as evaluation, export as export, few_shot as few_shot, inspection as inspection, layers as layers, models as models, preprocessing as preprocessing, pretraining as pretraining, schedules as schedules, utils as utils, weights as weights
+from keras_vit import analysis as analysis, export as export, few_shot as few_shot, inspection as inspection, layers as layers, models as models, preprocessing as preprocessing, pretraining as pretraining, schedules as schedules, utils as utils, weights as weights
 from keras_vit.classification import classify as classify, image_classifier as image_classifier
 from keras_vit.distribution import layout_map as layout_map
 from keras_vit.feature_extraction import features as features, simple_feature_pyramid as simple_feature_pyramid

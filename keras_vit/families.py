@@ -6,9 +6,9 @@ describes itself once with a `FamilySpec` and registers it with
 `__init__`. The shared code then asks this table, never the family's name or
 classes: the weight loader for the family's checkpoint layouts and converter,
 `keras_vit.inspection` for which family a built model is and what its
-builder's arguments were, the FLOP count for
-its layers, the variant table for its named sizes, and `keras_vit.layers` /
-`keras_vit.analysis` for the public names the family answers there.
+builder's arguments were, the FLOP count for its layers and the variant
+table for its named sizes. A family's own layers and functions are public in
+its package only (`keras_vit.models.swin.SwinTransformerBlock`).
 
 Two questions about a built model are answered by its blocks. Which checkpoint
 family it is (`keras_vit.inspection.family`): a block class's
@@ -79,9 +79,6 @@ class FamilySpec:
             attend over the whole token sequence: the model, with its article,
             and what its blocks attend within (`"an Axial-ViT, whose blocks
             ..."`), for the message that refuses attention rollout.
-        exports: dict. Package name (`"keras_vit.layers"`,
-            `"keras_vit.analysis"`) -> `{public name: object}` the package
-            answers for, besides the family's own package.
         position_weight: str. The path of the model's patch position
             embedding when it is not ViT's (`patch_encoder/...`): the weight
             a checkpoint's position embeddings (a converter's `position`)
@@ -112,11 +109,6 @@ class FamilySpec:
             naming `source` when checkpoint values about to be assigned to
             `model` would silently make it another model (ConViT's frozen
             gates).
-        upgrade_config: callable `(layer class, config) -> (class, config)`:
-            reads a layer configuration written before the family moved its
-            options out of a shared layer (ConViT's GPSA out of
-            `TransformerBlock`), so that `.keras` files of earlier versions
-            load; returns them unchanged otherwise.
     """
 
     name: str
@@ -137,7 +129,6 @@ class FamilySpec:
     layer_macs: Optional[Callable] = None
     without_checkpoints: str = ""
     attends_within: str = ""
-    exports: dict = dataclasses.field(default_factory=dict)
     position_weight: str = ""
     resample_position: Optional[Callable] = None
     weight_fitters: Optional[Callable] = None
@@ -147,7 +138,6 @@ class FamilySpec:
     architecture_keys: tuple = ()
     testing_variants: dict = dataclasses.field(default_factory=dict)
     check_values: Optional[Callable] = None
-    upgrade_config: Optional[Callable] = None
 
 
 FAMILIES = {}
@@ -191,48 +181,6 @@ def layer_macs(layer):
     return None
 
 
-def exported(package, name):
-    """The object a registered family exports from `package` (e.g. `"keras_vit.layers"`) as `name`.
-
-    Raises:
-        AttributeError: when no family does, as a module's missing attribute.
-    """
-    for spec in FAMILIES.values():
-        names = spec.exports.get(package, {})
-        if name in names:
-            return names[name]
-    raise AttributeError(f"module {package!r} has no attribute {name!r}")
-
-
-def exported_names(package):
-    """The names every registered family exports from `package`, sorted."""
-    return sorted(name for spec in FAMILIES.values() for name in spec.exports.get(package, {}))
-
-
-def answer_exports(package, namespace):
-    """`(__getattr__, __dir__)` for a module that answers for the families' exports (PEP 562).
-
-    Args:
-        package: str. The module's `__name__`.
-        namespace: dict. Its `globals()`, whose names `__dir__` lists with the exports.
-    """
-    def __getattr__(name):
-        return exported(package, name)
-
-    def __dir__():
-        return sorted({*namespace, *exported_names(package)})
-
-    return __getattr__, __dir__
-
-
 def position_weights():
     """The registered families' own position embedding paths (`FamilySpec.position_weight`)."""
     return [spec.position_weight for spec in FAMILIES.values() if spec.position_weight]
-
-
-def upgraded_config(cls, config):
-    """`(class, config)` of a layer configuration, as the registered families read one written earlier."""
-    for spec in FAMILIES.values():
-        if spec.upgrade_config is not None:
-            cls, config = spec.upgrade_config(cls, config)
-    return cls, config

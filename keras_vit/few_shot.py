@@ -2,6 +2,8 @@
 
 import numpy as np
 
+__all__ = ["few_shot_linear", "fit_least_squares", "predict_least_squares"]
+
 
 def fit_least_squares(features, labels, num_classes, l2_reg=1.0):
     """Solves `min_W ||[X 1] W - T||^2 + l2_reg ||W_x||^2` with targets `T` in {-1, 1}^K.

@@ -95,7 +95,7 @@ def patch_encoder(model):
         raise ValueError(
             "`model` has no PatchEncoder, so no single patch grid: expected a keras_vit ViT, "
             "DeiT or hybrid, or a registered family's model of one grid (a model of windows over "
-            f"stages has a grid per block: see `keras_vit.analysis.window_grids`). Received: model={model.name!r}"
+            f"stages has a grid per block: see `keras_vit.models.swin.window_grids`). Received: model={model.name!r}"
         )
     return encoder
 

@@ -301,7 +301,7 @@ ALL_SLOW = {
 # the collection and rebalances by taking queued tests from the end: a long test left near the
 # end of a half ran alone while the other worker had finished (the TensorFlow phase's wall time
 # was 108 s over half its summed test time). On that VM the order made no measurable difference
-# (1,286 s either way: the long multi-process tests slowed each other at the start; design notes),
+# (1,286 s either way: the long multi-process tests slowed each other at the start; BENCHMARKS.md),
 # but no phase ends on one worker's minute-long test. Only tests whose fixtures are function-scoped or
 # cheap module-scoped ones move, so that no costly fixture is set up twice.
 FIRST = (

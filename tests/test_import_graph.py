@@ -105,7 +105,6 @@ RANKS = {
     "keras_vit.schedules": 1,
     "keras_vit.distribution": 1,
     "keras_vit.few_shot": 1,
-    "keras_vit.evaluation": 1,
     "keras_vit.version": 1,
     "keras_vit.preprocessing": 1,
     "keras_vit.pretraining": 1,

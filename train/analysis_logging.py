@@ -17,6 +17,7 @@ import numpy as np
 from keras_vit import analysis, inspection
 from keras_vit.files import write_text_atomically
 from keras_vit.layers.patching import PatchEncoder
+from keras_vit.models import convit, swin
 from keras_vit.models.convit import gpsa_blocks
 from train import files
 
@@ -66,7 +67,7 @@ def _grid_and_pixels(model):
     if inspection.first_layer(model, PatchEncoder) is not None:
         grid = analysis.grid_size(model)
         return grid, model.input_shape[1] / grid[0]
-    grids = analysis.window_grids(model)
+    grids = swin.window_grids(model)
     return grids, model.input_shape[1] / grids[0].resolution[0]
 
 
@@ -133,7 +134,7 @@ def compute(model, images, analyses):
     """
     values = {}
     if "gates" in analyses:
-        values["gates"] = analysis.gpsa_gating(model)
+        values["gates"] = convit.gpsa_gating(model)
     if "nonlocality" in analyses or "distance" in analyses:
         maps = analysis.attention_maps(model, images)
         grid, pixels = _grid_and_pixels(model)

@@ -1,11 +1,10 @@
 """The papers' analysis tools for keras_vit models (backend-agnostic).
 
-A family that lives in its folder keeps its own counts there
-(`keras_vit.models.<family>`); those it exported here before it had one are
-still answered here, through the family's registration (`FamilySpec.exports`).
+A family keeps the tools of its own model in its folder's package: Swin's
+window grids and FLOP counts (`keras_vit.models.swin`), ConViT's gates
+(`keras_vit.models.convit.gpsa_gating`), Axial-ViT's FLOP counts
+(`keras_vit.models.axial`).
 """
-
-from keras_vit import families
 
 from keras_vit.analysis.attention import (
     attention_maps,
@@ -43,5 +42,3 @@ __all__ = [
     "train_flops",
     "vit_forward_macs",
 ]
-
-__getattr__, __dir__ = families.answer_exports(__name__, globals())

@@ -2,7 +2,6 @@
 
 import numpy as np
 
-from keras_vit import families
 
 __all__ = ["plot_attention_rollout", "plot_attention_distance", "plot_position_embedding_similarity", "plot_embedding_filters"]
 
@@ -80,6 +79,3 @@ def plot_embedding_filters(components, columns=7):
             ax.imshow(filt[..., 0] if filt.shape[-1] == 1 else filt, cmap="gray" if filt.shape[-1] == 1 else None)
     fig.suptitle("RGB embedding filters (principal components)")
     return fig
-
-# A family's figure kept in its folder (ConViT's gates), answered here where it was public before.
-__getattr__, __dir__ = families.answer_exports(__name__, globals())

@@ -1,11 +1,9 @@
-"""Registered Keras layers of keras_vit.
+"""Registered Keras layers of keras_vit shared by its families.
 
-The layers of a family that lives in its folder are in that folder's package
-(`keras_vit.models.<family>`); those it exported here before it had one are
-still answered here, through the family's registration (`FamilySpec.exports`).
+A family's own layers are in its folder's package: `keras_vit.models.convit`
+(`GPSA`, `GPSABlock`), `keras_vit.models.swin` (`SwinTransformerBlock`,
+`WindowAttention`, ...), `keras_vit.models.axial`, `keras_vit.models.dinov2`.
 """
-
-from keras_vit import families
 
 from keras_vit.layers.attention import MultiHeadSelfAttention, attention_kernels
 from keras_vit.layers.code_paths import code_path
@@ -48,5 +46,3 @@ __all__ = [
     "attention_kernels",
     "code_path",
 ]
-
-__getattr__, __dir__ = families.answer_exports(__name__, globals())

@@ -3,7 +3,6 @@
 import keras
 from keras import ops
 
-from keras_vit import families
 from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.layers.dtype_policies import resolve_dtype_policies, with_quantized_dtypes
 from keras_vit.layers.mlp import MLPBlock
@@ -351,13 +350,3 @@ class TransformerBlock(PreNormBlock):
             }
         )
         return with_quantized_dtypes(self, config)
-
-    @classmethod
-    def from_config(cls, config):
-        # A configuration written before a family moved its options out of this block
-        # (ConViT's GPSA) is read by the family (`FamilySpec.upgrade_config`), which may
-        # name its own block class for it: `.keras` files of earlier versions load.
-        target, config = families.upgraded_config(cls, config)
-        if target is not cls:
-            return target.from_config(config)
-        return super().from_config(config)

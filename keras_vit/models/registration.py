@@ -46,7 +46,7 @@ def register_family(spec):
 
     Raises:
         ValueError: for a spec that is not a `FamilySpec`, a family
-            registered already, a variant, builder, checkpoint or export name
+            registered already, a variant, builder or checkpoint name
             another family (or `keras_vit.models.variants`) holds, or a hook
             without its partner (a layout without a converter, a position
             weight without its resampling). Nothing is registered then.
@@ -81,11 +81,6 @@ def register_family(spec):
     # `keras_vit`: a name those modules already have would be replaced.
     models_package = importlib.import_module("keras_vit.models")
     _check_free({*vars(variants), *vars(models_package)}, [*spec.builders, *spec.architectures], "names", spec.name)
-    packages = {package: importlib.import_module(package) for package in spec.exports}
-    for package, names in spec.exports.items():
-        # A name the package has, or another family exports there, would shadow the export.
-        taken = {*vars(packages[package]), *(n for other in FAMILIES.values() for n in other.exports.get(package, {}))}
-        _check_free(taken, names, f"{package} exports", spec.name)
     for table, entries, _ in tables:
         table.update(entries)
     architectures.ARCHITECTURE_KEYS.extend(
@@ -93,8 +88,4 @@ def register_family(spec):
     if spec.without_checkpoints:
         variants.WITHOUT_CHECKPOINTS.update(dict.fromkeys(spec.builders, spec.without_checkpoints))
     FAMILIES[spec.name] = spec
-    for package, names in spec.exports.items():
-        # `from package import *` takes them too.
-        module = packages[package]
-        module.__all__ = [*getattr(module, "__all__", ()), *names]
     return variants.add_named_builders(spec.architectures)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from keras_vit import analysis
-from keras_vit.models.convit import GPSABlock
+from keras_vit.models.convit import GPSABlock, gpsa_gating, plot_gpsa_gating
 from keras_vit.models.variants import TESTING_VARIANTS
 from tests.testing import np_layer_norm, np_softmax, set_random_weights, to_numpy
 
@@ -145,9 +145,9 @@ def test_patch_embedding_components_recover_a_low_rank_filter_bank():
 def test_gpsa_gating_is_the_sigmoid_of_lambda():
     model = build("convit")
     lambdas = [to_numpy(layer.attention.gating) for layer in model.layers if isinstance(layer, GPSABlock)]
-    np.testing.assert_allclose(analysis.gpsa_gating(model), 1 / (1 + np.exp(-np.stack(lambdas))), atol=1e-7)
+    np.testing.assert_allclose(gpsa_gating(model), 1 / (1 + np.exp(-np.stack(lambdas))), atol=1e-7)
     with pytest.raises(ValueError, match="has no GPSA layers"):
-        analysis.gpsa_gating(build("vit"))
+        gpsa_gating(build("vit"))
 
 
 def test_plots_return_figures(tmp_path):
@@ -164,7 +164,7 @@ def test_plots_return_figures(tmp_path):
         plots.plot_attention_distance(analysis.mean_attention_distance(maps, (4, 4), 8)),
         plots.plot_position_embedding_similarity(analysis.position_embedding_similarity(vit)),
         plots.plot_embedding_filters(analysis.patch_embedding_components(vit, 7)[0]),
-        plots.plot_gpsa_gating(analysis.gpsa_gating(convit)),
+        plot_gpsa_gating(gpsa_gating(convit)),
     ]
     for index, figure in enumerate(figures):
         assert isinstance(figure, matplotlib.figure.Figure) and figure.axes

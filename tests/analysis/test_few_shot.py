@@ -39,9 +39,3 @@ def test_few_shot_errors():
         few_shot_linear(lambda v: v, (x, y), (x, y), shots=(3,))
     with pytest.raises(ValueError, match=r"`shots` must hold positive integers. Received: shots=\(0,\)"):
         few_shot_linear(lambda v: v, (x, y), (x, y), shots=(0,))
-
-
-def test_the_former_module_name_still_imports():
-    import keras_vit.evaluation
-
-    assert keras_vit.evaluation.few_shot_linear is few_shot_linear

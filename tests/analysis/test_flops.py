@@ -9,6 +9,7 @@ import pytest
 import keras_vit
 from keras_vit import analysis
 from keras_vit.architectures import ARCHITECTURES
+from keras_vit.models import axial as axial_family
 from keras_vit.models.axial import SPEC as AXIAL
 
 AXIAL_VARIANTS = {name: config for name, (_, config) in AXIAL.architectures.items()}
@@ -42,7 +43,7 @@ def test_vit_b_and_axial_vit_b_at_224_against_a_hand_count(patch):
     vit_lines = [[side * side + 1]] * 12  # the patches and the class token, attended together
     axial_lines = [[side] * side] * 24  # 12 row blocks and 12 column blocks, `side` lines of `side`
     vit = analysis.vit_forward_macs(**ARCHITECTURES[f"ViT_B{patch}"][1])
-    axial = analysis.axial_vit_forward_macs(**AXIAL_VARIANTS[f"AxialViT_B{patch}"])
+    axial = axial_family.axial_vit_forward_macs(**AXIAL_VARIANTS[f"AxialViT_B{patch}"])
     assert vit == hand_forward_macs(side, side, patch, vit_lines)
     assert axial == hand_forward_macs(side, side, patch, axial_lines)
     # Fig. 12: Axial-ViT costs more than its ViT, nearly twice: every block's
@@ -54,16 +55,16 @@ def test_vit_b_and_axial_vit_b_at_224_against_a_hand_count(patch):
 
 def test_axial_block_attends_lines_of_the_grid():
     # A row block of a 4 x 6 grid attends 4 lines of 6, a column block 6 lines of 4.
-    assert analysis.axial_block_macs((4, 6), 32, 64, "row") == hand_block_macs([6] * 4, 32, 64)
-    assert analysis.axial_block_macs((4, 6), 32, 64, "column") == hand_block_macs([4] * 6, 32, 64)
+    assert axial_family.axial_block_macs((4, 6), 32, 64, "row") == hand_block_macs([6] * 4, 32, 64)
+    assert axial_family.axial_block_macs((4, 6), 32, 64, "column") == hand_block_macs([4] * 6, 32, 64)
     assert analysis.encoder_block_macs(24, 32, 64) == hand_block_macs([24], 32, 64)
 
 
 @pytest.mark.parametrize(
     "builder,count,overrides",
     [
-        (keras_vit.AxialViT, analysis.axial_vit_forward_macs, {}),
-        (keras_vit.AxialViT, analysis.axial_vit_forward_macs, {"image_size": 32, "representation_size": 16}),
+        (keras_vit.AxialViT, axial_family.axial_vit_forward_macs, {}),
+        (keras_vit.AxialViT, axial_family.axial_vit_forward_macs, {"image_size": 32, "representation_size": 16}),
         (keras_vit.VisionTransformer, analysis.vit_forward_macs, {}),
         (keras_vit.VisionTransformer, analysis.vit_forward_macs, {"pooling": "gap", "include_top": False}),
     ],
@@ -140,4 +141,4 @@ def test_dynamic_image_size_has_no_static_count():
     with pytest.raises(ValueError, match=r"build it with a fixed image size"):
         analysis.forward_macs(model)
     with pytest.raises(ValueError, match=r"`image_size` must be divisible by `patch_size`. Received: image_size=30"):
-        analysis.axial_vit_forward_macs(image_size=30, patch_size=8)
+        axial_family.axial_vit_forward_macs(image_size=30, patch_size=8)

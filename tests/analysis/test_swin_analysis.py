@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from keras_vit import analysis
+from keras_vit.models import swin as swin_family
 from keras_vit.models.swin import SwinTransformer
 from tests.testing import np_layer_norm, np_softmax, set_random_weights, to_numpy
 
@@ -75,36 +76,36 @@ def test_window_maps_shapes_and_grids(swin):
     ]
     for probs in maps:
         np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-5)
-    grids = analysis.window_grids(model)
+    grids = swin_family.window_grids(model)
     assert [g.stride for g in grids] == [1, 1, 2, 2]
     assert [g.shift for g in grids] == [(0, 0), (2, 2), (0, 0), (2, 2)]
-    assert grids[0] == analysis.WindowGrid((10, 13), (12, 16), (4, 4), (0, 0), 1)
+    assert grids[0] == swin_family.WindowGrid((10, 13), (12, 16), (4, 4), (0, 0), 1)
     with pytest.raises(ValueError, match="window_grids"):
         analysis.grid_size(model)
 
 
 def test_window_attention_on_the_grid_matches_dense_numpy(swin):
     model, x, maps = swin
-    grids = analysis.window_grids(model)
+    grids = swin_family.window_grids(model)
     for probs, grid, block in zip(maps, grids, blocks_of(model)):
         block_input = to_numpy(keras.Model(model.input, block.input)(x)).astype("float64")
         expected = np_dense_attention(block_input, block)
-        dense = analysis.window_attention_to_grid(probs, grid)
+        dense = swin_family.window_attention_to_grid(probs, grid)
         assert dense.shape == expected.shape
         np.testing.assert_allclose(dense, expected, atol=1e-5, err_msg=block.name)
     with pytest.raises(ValueError, match=r"windows=12 and N=16"):
-        analysis.window_attention_to_grid(maps[2], grids[0])
+        swin_family.window_attention_to_grid(maps[2], grids[0])
 
 
 def test_mean_attention_distance_matches_numpy_in_pixels(swin):
     model, _, maps = swin
-    grids = analysis.window_grids(model)
+    grids = swin_family.window_grids(model)
     distance = analysis.mean_attention_distance(maps, grids, PATCH_PIXELS)
     assert distance.shape == (4, 2)
     # Stage 0 has one head: the second column is NaN there (skipped by plots).
     assert np.isnan(distance[:2, 1]).all() and np.isfinite(distance[:, 0]).all()
     for index, (probs, grid) in enumerate(zip(maps, grids)):
-        dense = analysis.window_attention_to_grid(probs, grid).astype("float64")
+        dense = swin_family.window_attention_to_grid(probs, grid).astype("float64")
         (h, w), (hp, wp) = grid.resolution, grid.padded_size
         rows, cols = np.divmod(np.arange(hp * wp), wp)
         pixels = np.stack([rows, cols], -1) * grid.stride * PATCH_PIXELS

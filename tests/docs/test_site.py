@@ -9,13 +9,12 @@ import keras
 import pytest
 
 import keras_vit
-from keras_vit import families
 from tests.docs import blocks
 from tests.docs.files import PAGE_FILES
 from tests.train.helpers import run_many
 
 # The subpackages whose `__all__` is public API, beside the top-level names.
-SUBPACKAGES = ("layers", "weights", "preprocessing", "export", "analysis", "pretraining", "evaluation", "utils")
+SUBPACKAGES = ("layers", "weights", "preprocessing", "export", "analysis", "pretraining", "few_shot", "utils")
 
 
 def inventory_names(site):
@@ -34,8 +33,6 @@ def public_names():
     for sub in SUBPACKAGES:
         module = importlib.import_module(f"keras_vit.{sub}")
         names |= {f"keras_vit.{sub}.{name}" for name in module.__all__}
-        # What a family in its folder still answers there (`FamilySpec.exports`).
-        names |= {f"keras_vit.{sub}.{name}" for name in families.exported_names(f"keras_vit.{sub}")}
     return names
 
 

@@ -3,7 +3,8 @@
 import pytest
 
 from experiments import axial_vit, common, vit_position_embeddings
-from keras_vit.analysis import axial_vit_forward_macs, vit_forward_macs
+from keras_vit.analysis import vit_forward_macs
+from keras_vit.models.axial import axial_vit_forward_macs
 from tests.experiments.helpers import PNG
 
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import keras_vit.export
-from keras_vit.layers import SwinTransformerBlock, TransformerBlock
+from keras_vit.layers import TransformerBlock
+from keras_vit.models.swin import SwinTransformerBlock
 from tests.export.helpers import build, forward, relative_error, run_file, smooth_images
 from tests.testing import to_numpy
 

@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from keras_vit.layers import GPSA, MultiHeadSelfAttention
+from keras_vit.layers import MultiHeadSelfAttention
+from keras_vit.models.convit import GPSA
 from keras_vit.models.convit.gpsa import local_init_kernel, relative_offsets
 from tests.testing import ATOL, check_layer, np_softmax, set_random_weights, to_numpy
 

@@ -7,7 +7,7 @@ import pytest
 
 import keras
 
-from keras_vit.layers import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock, WindowAttention
+from keras_vit.models.swin import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock, WindowAttention
 from keras_vit.models.swin.window_attention import MASK_VALUE, shifted_window_mask, window_positions
 from tests.testing import ATOL, check_layer, np_gelu, np_layer_norm, np_softmax, set_random_weights, to_numpy
 

@@ -8,7 +8,8 @@ import pytest
 import keras
 from keras import ops
 
-from keras_vit.layers import MLPBlock, StochasticDepth, SwinTransformerBlock, TransformerBlock
+from keras_vit.layers import MLPBlock, StochasticDepth, TransformerBlock
+from keras_vit.models.swin import SwinTransformerBlock
 from keras_vit.layers.mlp import gelu
 from keras_vit.models.convit import GPSABlock
 from tests.layers.test_attention import np_gpsa, np_self_attention

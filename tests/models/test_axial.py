@@ -8,7 +8,8 @@ import pytest
 
 import keras_vit
 from keras_vit.architectures import VIT_SIZES
-from keras_vit.layers import AxialSelfAttention, AxialTransformerBlock, TransformerBlock
+from keras_vit.layers import TransformerBlock
+from keras_vit.models.axial import AxialSelfAttention, AxialTransformerBlock
 from keras_vit.models.axial import SPEC, AxialViT
 from tests.testing import ATOL, check_layer, np_softmax, set_random_weights, to_numpy
 

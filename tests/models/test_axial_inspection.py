@@ -7,7 +7,7 @@ import pytest
 import keras_vit
 from keras_vit import analysis, inspection
 from keras_vit.architectures import ARCHITECTURES, architecture, mismatches
-from keras_vit.layers import AxialTransformerBlock
+from keras_vit.models.axial import AxialTransformerBlock
 from keras_vit.models.axial import SPEC, AxialViT
 from tests.testing import ATOL, set_random_weights, to_numpy
 

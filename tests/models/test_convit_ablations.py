@@ -211,11 +211,6 @@ def test_block_switches_config_round_trip():
     assert not any("/attention/" in v.path for v in block.trainable_weights)
 
 
-# Files saved before the switches existed lack their keys, and wrote ConViT's blocks as
-# `TransformerBlock(use_gpsa=True)`: tests/models/test_legacy_files.py loads one written so
-# (`convit.keras`) and one with the switches off (`convit_frozen.keras`).
-
-
 def test_variant_builders_take_the_switches():
     model = keras_vit.ConViT_Ti(
         image_size=32, num_layers=2, num_gpsa_layers=1, num_classes=10, train_gpsa_attention=False

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit.layers import GPSA, ImageShapeCheck, PatchEncoder, Patches
+from keras_vit.layers import ImageShapeCheck, PatchEncoder, Patches
+from keras_vit.models.convit import GPSA
 from runs.reference import torch
 from tests.testing import check_layer, set_random_weights, to_numpy
 from tests.weights.checkpoints import (

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit.layers import AbsolutePositionEmbedding, SwinTransformerBlock
-from keras_vit.models.swin import RematSwinTransformerBlock, SwinTransformer
+from keras_vit.layers import AbsolutePositionEmbedding
+from keras_vit.models.swin import SwinTransformerBlock
+from keras_vit.models.swin import SwinTransformer
 from keras_vit.models.swin.checkpoints import timm_key_map
 from tests.testing import check_layer, set_random_weights, to_numpy
 
@@ -230,40 +231,6 @@ def test_absolute_position_embedding_round_trips_its_config_and_adds_the_map():
     layer = AbsolutePositionEmbedding()
     np.testing.assert_allclose(to_numpy(layer(x)), x + to_numpy(layer.position_embedding)[None], atol=1e-6)
     assert output.shape == x.shape
-
-
-# Configs as `.keras` files saved them before the layers moved or merged: the
-# registered names are what loading looks up, not the modules.
-_LEGACY_DTYPE = {"module": "keras", "class_name": "DTypePolicy", "config": {"name": "float32"},
-                 "registered_name": None}
-_LEGACY_INIT = {"module": "keras.initializers", "class_name": "TruncatedNormal",
-                "config": {"seed": None, "mean": 0.0, "stddev": 0.02}, "registered_name": None}
-LEGACY_CONFIGS = {
-    "AbsolutePositionEmbedding": {
-        "module": "keras_vit.models.swin", "class_name": "AbsolutePositionEmbedding",
-        "config": {"name": "ape", "trainable": True, "dtype": _LEGACY_DTYPE, "initializer": _LEGACY_INIT},
-        "registered_name": "keras_vit>AbsolutePositionEmbedding",
-    },
-    "RematSwinTransformerBlock": {
-        "module": "keras_vit.models.swin", "class_name": "RematSwinTransformerBlock",
-        "config": {
-            "name": "b", "trainable": True, "dtype": _LEGACY_DTYPE, "num_heads": 2,
-            "window_size": [4, 4], "shift_size": [2, 2], "mlp_ratio": 4.0, "qkv_bias": True,
-            "dropout_rate": 0.0, "attention_dropout_rate": 0.0, "drop_path_rate": 0.0,
-            "layer_norm_epsilon": 1e-05, "kernel_initializer": _LEGACY_INIT,
-        },
-        "registered_name": "keras_vit>RematSwinTransformerBlock",
-    },
-}
-
-
-def test_configs_saved_before_the_cleanup_still_load():
-    ape = keras.saving.deserialize_keras_object(LEGACY_CONFIGS["AbsolutePositionEmbedding"])
-    assert isinstance(ape, AbsolutePositionEmbedding) and ape.name == "ape"
-    block = keras.saving.deserialize_keras_object(LEGACY_CONFIGS["RematSwinTransformerBlock"])
-    assert isinstance(block, RematSwinTransformerBlock) and block.remat and block.shift_size == (2, 2)
-    # Its config is the block's, so it loads back as either class.
-    assert SwinTransformerBlock.from_config(block.get_config()).remat
 
 
 def test_remat_block_round_trips_its_config_and_matches_the_plain_block():

@@ -9,6 +9,7 @@ import pytest
 
 import keras_vit
 from keras_vit import analysis
+from keras_vit.models import convit
 from tests.train.helpers import main_here, make_idx_dataset, tiny_flags
 from train import analysis_logging
 from train.analysis_logging import AnalysisLogger, heatmap, neighbour_similarity, parse_analyses, similarity_mosaic
@@ -98,7 +99,7 @@ def test_logger_records_each_epoch_and_resumes(tmp_path):
     np.testing.assert_allclose(entries[0]["gates"], np.full((2, 4), 1 / (1 + np.exp(-1.0))), rtol=1e-6)
     assert not np.allclose(entries[2]["gates"], entries[0]["gates"])
     # The last entry is the analysis of the trained model, computed afresh here.
-    np.testing.assert_allclose(entries[2]["gates"], analysis.gpsa_gating(model), rtol=1e-6)
+    np.testing.assert_allclose(entries[2]["gates"], convit.gpsa_gating(model), rtol=1e-6)
     maps = analysis.attention_maps(model, images[:8])
     table = analysis.nonlocality(maps, analysis.grid_size(model))
     np.testing.assert_allclose(entries[2]["nonlocality"], table, rtol=1e-4)

@@ -33,7 +33,7 @@ def test_swin_preset_trains_a_tiny_swin_and_exports_it(tmp_path, capsys):
     summary = json.loads((workdir / "summary.json").read_text())
     assert summary["step"] == 4 and np.isfinite(summary["loss"])
     model = keras.models.load_model(str(workdir / "model.keras"))
-    blocks = [layer for layer in model.layers if isinstance(layer, keras_vit.layers.SwinTransformerBlock)]
+    blocks = [layer for layer in model.layers if isinstance(layer, keras_vit.models.swin.SwinTransformerBlock)]
     assert [(block.padded_size, block.shift) for block in blocks] == [
         ((9, 9), (0, 0)), ((9, 9), (1, 1)), ((6, 6), (0, 0)), ((6, 6), (1, 1))]
     # The SavedModel serves uint8 images as the probabilities of the reloaded model on them prepared

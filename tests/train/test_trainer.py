@@ -51,7 +51,7 @@ def test_the_drop_path_flag_replaces_the_builders_default_zero_included(rate):
     # Swin's builder defaults to drop path 0.1; --drop_path_rate=0 must turn it off.
     config = TrainConfig(model="SwinTransformer", model_kwargs=TINY_SWIN, drop_path_rate=rate)
     model, _ = build_model(config, num_classes=3, image_size=8, channels=1)
-    blocks = [layer for layer in model.layers if isinstance(layer, keras_vit.layers.SwinTransformerBlock)]
+    blocks = [layer for layer in model.layers if isinstance(layer, keras_vit.models.swin.SwinTransformerBlock)]
     assert blocks and max(block.drop_path_rate for block in blocks) == pytest.approx(rate)
 
 
@@ -59,7 +59,7 @@ def test_the_general_axial_builder_trains_from_its_arguments():
     config = TrainConfig(model="AxialViT", model_kwargs=dict(patch_size=4, hidden_size=16, num_layers=1,
                                                              num_heads=2, mlp_dim=32))
     model, _ = build_model(config, num_classes=3, image_size=8, channels=1)
-    blocks = [layer for layer in model.layers if isinstance(layer, keras_vit.layers.AxialTransformerBlock)]
+    blocks = [layer for layer in model.layers if isinstance(layer, keras_vit.models.axial.AxialTransformerBlock)]
     assert sorted(block.axis for block in blocks) == ["column", "row"] and model.output_shape == (None, 3)
 
 

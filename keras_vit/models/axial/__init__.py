@@ -27,11 +27,6 @@ SPEC = FamilySpec(
     attends_within=(
         "an Axial-ViT, whose blocks attend within one row or one column of the patch grid (ViT App. D.5)"
     ),
-    # Where they were public before the family had its folder.
-    exports={
-        "keras_vit.layers": {"AxialSelfAttention": AxialSelfAttention, "AxialTransformerBlock": AxialTransformerBlock},
-        "keras_vit.analysis": {"axial_block_macs": axial_block_macs, "axial_vit_forward_macs": axial_vit_forward_macs},
-    },
 )
 
 # The named builders (`AxialViT_B16`, ...), module attributes here as in `keras_vit`.

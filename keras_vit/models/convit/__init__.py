@@ -16,7 +16,7 @@ from keras_vit.models.convit.builder import ConViT
 from keras_vit.models.convit.flops import layer_macs
 from keras_vit.models.convit.gpsa import GPSA
 from keras_vit.models.convit.inspection import architecture_of, gpsa_blocks
-from keras_vit.models.convit.layers import GPSABlock, upgrade_config
+from keras_vit.models.convit.layers import GPSABlock
 from keras_vit.models.registration import register_family
 from keras_vit.weights.position_embedding import resample_position_embedding
 
@@ -48,13 +48,6 @@ SPEC = FamilySpec(
     # resamples per call.
     resample_position=resample_position_embedding,
     check_values=checkpoints.check_values,
-    upgrade_config=upgrade_config,
-    # Where they were public before the family had its folder.
-    exports={
-        "keras_vit.layers": {"GPSA": GPSA, "GPSABlock": GPSABlock},
-        "keras_vit.analysis": {"gpsa_gating": gpsa_gating},
-        "keras_vit.analysis.plots": {"plot_gpsa_gating": plot_gpsa_gating},
-    },
 )
 
 # The named builders (`ConViT_S`, ...), module attributes here as in `keras_vit`.

@@ -2,10 +2,7 @@
 
 `GPSABlock` is `TransformerBlock` (ViT Eq. 2-3) with `GPSA` (`gpsa.py`) in
 place of multi-head self-attention; ConViT's first `num_gpsa_layers` blocks are
-these, the rest plain `TransformerBlock`s. Until the family had its folder,
-`TransformerBlock(use_gpsa=True, ...)` built it: `upgrade_config` reads such a
-configuration (a `.keras` file of an earlier version) as a `GPSABlock`, and a
-plain block's as a `TransformerBlock` without the GPSA options.
+these, the rest plain `TransformerBlock`s.
 """
 
 import keras
@@ -13,14 +10,6 @@ import keras
 from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.layers.validation import check_bool
 from keras_vit.models.convit.gpsa import GPSA
-
-# The options a `TransformerBlock` took for GPSA before the family had its folder, and
-# their defaults then.
-_LEGACY_OPTIONS = {
-    "use_gpsa": False, "grid_size": None, "locality_strength": 1.0, "use_local_init": True,
-    "train_gating": True, "train_gpsa_attention": True,
-}
-
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class GPSABlock(TransformerBlock):
@@ -110,38 +99,3 @@ class GPSABlock(TransformerBlock):
             }
         )
         return config
-
-
-@keras.saving.register_keras_serializable(package="keras_vit", name="GPSABlockOfAnEarlierFile")
-class _GPSABlockOfAnEarlierFile(GPSABlock):
-    """A `GPSABlock` read from a file that wrote it as `TransformerBlock(use_gpsa=True)`.
-
-    A `.keras` file keys each layer's weights by its class name, numbered in
-    the model's order (`transformer_block`, `transformer_block_1`, ...), and an
-    earlier version's ConViT had only `TransformerBlock`s: its GPSA blocks are
-    read as this class, named `TransformerBlock`, so that every block finds its
-    weights where the file put them. The model saves and loads again the same
-    way (its own registered name), and is a `GPSABlock` everywhere else.
-    """
-
-
-_GPSABlockOfAnEarlierFile.__name__ = _GPSABlockOfAnEarlierFile.__qualname__ = "TransformerBlock"
-
-
-def upgrade_config(cls, config):
-    """A `TransformerBlock` configuration of an earlier version: a `GPSABlock`'s with `use_gpsa`.
-
-    Returns:
-        `(a GPSABlock class, its config)` for a block written with
-        `use_gpsa=True`; `(cls, config without the GPSA options)` for one
-        written with `use_gpsa=False`; `(cls, config)` unchanged for any other.
-    """
-    if cls is not TransformerBlock or "use_gpsa" not in config:
-        return cls, config
-    config = dict(config)
-    options = {key: config.pop(key, default) for key, default in _LEGACY_OPTIONS.items()}
-    if not options.pop("use_gpsa"):
-        return cls, config
-    config.pop("relative_positions", None)
-    config.pop("relative_position_initializer", None)
-    return _GPSABlockOfAnEarlierFile, {**config, **options}

@@ -14,7 +14,7 @@ from keras_vit.families import FamilySpec
 from keras_vit.models.registration import register_family
 from keras_vit.models.swin import checkpoints, releases, sizes
 from keras_vit.models.swin.analysis import WindowGrid, window_attention_to_grid, window_grids
-from keras_vit.models.swin.builder import SWIN_POSITION_EMBEDDINGS, RematSwinTransformerBlock, SwinTransformer
+from keras_vit.models.swin.builder import SWIN_POSITION_EMBEDDINGS, SwinTransformer
 from keras_vit.models.swin.flops import layer_macs, patch_merging_macs, swin_block_macs, swin_forward_macs
 from keras_vit.models.swin.inspection import architecture_of, swin_arguments, swin_stages, weight_fitters
 from keras_vit.models.swin.layers import PatchMerging, SwinPatchEmbedding, SwinTransformerBlock
@@ -56,17 +56,6 @@ SPEC = FamilySpec(
     ablation_defaults=sizes.ABLATION_DEFAULTS,
     architecture_keys=sizes.ARCHITECTURE_KEYS,
     normalize_architecture=sizes.normalize_architecture,
-    # Where they were public before the family had its folder.
-    exports={
-        "keras_vit.layers": {
-            "PatchMerging": PatchMerging, "SwinPatchEmbedding": SwinPatchEmbedding,
-            "SwinTransformerBlock": SwinTransformerBlock, "WindowAttention": WindowAttention,
-        },
-        "keras_vit.analysis": {
-            "WindowGrid": WindowGrid, "window_attention_to_grid": window_attention_to_grid,
-            "window_grids": window_grids, "swin_forward_macs": swin_forward_macs,
-        },
-    },
 )
 
 # The named builders (`Swin_T`, ...), module attributes here as in `keras_vit`.
@@ -74,7 +63,7 @@ NAMED_BUILDERS = register_family(SPEC)
 globals().update(NAMED_BUILDERS)
 
 __all__ = [
-    "SPEC", "SwinTransformer", "RematSwinTransformerBlock", "SWIN_POSITION_EMBEDDINGS", "PatchMerging",
+    "SPEC", "SwinTransformer", "SWIN_POSITION_EMBEDDINGS", "PatchMerging",
     "SwinPatchEmbedding", "SwinTransformerBlock", "WindowAttention", "WindowGrid", "window_attention_to_grid",
     "window_grids", "swin_forward_macs", "swin_block_macs", "patch_merging_macs", "swin_arguments", "swin_stages",
     *NAMED_BUILDERS,

@@ -66,19 +66,6 @@ SWIN_POOLINGS = ("avg", None)
 SWIN_POSITION_EMBEDDINGS = ("none", "absolute", "absolute+relative", "relative_without_content", "relative")
 
 
-@keras.saving.register_keras_serializable(package="keras_vit")
-class RematSwinTransformerBlock(SwinTransformerBlock):
-    """`SwinTransformerBlock(..., remat=True)` under its former class name.
-
-    Kept registered so that `.keras` files saved when remat had a class of its
-    own still load; new models use `SwinTransformerBlock(remat=True)`.
-    """
-
-    def __init__(self, *args, **kwargs):
-        kwargs["remat"] = True
-        super().__init__(*args, **kwargs)
-
-
 def check_stage_sizes(depths, num_heads, embed_dim):
     """Returns `depths` and `num_heads` as tuples, after checking them against `embed_dim`.
 

@@ -8,7 +8,7 @@ each with its own MLP, makes a better model, "but it comes at the cost of more
 compute": Axial-ViT-B/32 and B/16 are above ViT-B/32 and B/16 in ImageNet
 5-shot linear accuracy, and to the right of them in compute. The figure gives
 no table of numbers; the compute of the paper's models at 224 px is counted
-here by `keras_vit.analysis` (`vit_forward_macs`, `axial_vit_forward_macs`):
+here by `keras_vit.analysis.vit_forward_macs` and `keras_vit.models.axial.axial_vit_forward_macs`:
 Axial-ViT-B/16 costs about 1.9 times ViT-B/16's forward MACs, the extra MLP
 of every block.
 

@@ -23,7 +23,7 @@ from keras_vit.models import (
     head,
 )
 from keras_vit.version import __version__
-from keras_vit.weights import load_weights, resample_position_embedding
+from keras_vit.weights import get_checkpoint, list_checkpoints, load_weights, resample_position_embedding
 
 globals().update(models.BUILDERS)
 globals().update(models.NAMED_BUILDERS)

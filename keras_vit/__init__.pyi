@@ -12,8 +12,8 @@ from keras_vit.feature_extraction import features as features, simple_feature_py
 from keras_vit.layers.position import INTERPOLATIONS as POSITION_INTERPOLATIONS
 from keras_vit.models import VARIANTS as VARIANTS, MaskedPatchPrediction as MaskedPatchPrediction, backbone as backbone, build_variant as build_variant, distillation_heads as distillation_heads, head as head
 from keras_vit.version import __version__ as __version__
-from keras_vit.weights import load_weights as load_weights, resample_position_embedding as resample_position_embedding
-from keras_vit.models.vit import VisionTransformer as VisionTransformer
+from keras_vit.weights import get_checkpoint as get_checkpoint, list_checkpoints as list_checkpoints, load_weights as load_weights, resample_position_embedding as resample_position_embedding
+from keras_vit.models.vit.builder import VisionTransformer as VisionTransformer
 from keras_vit.models.convit.builder import ConViT as ConViT
 from keras_vit.models.swin.builder import SwinTransformer as SwinTransformer
 from keras_vit.models.axial.builder import AxialViT as AxialViT

@@ -22,8 +22,8 @@ import keras
 
 from keras_vit.files import write_text_atomically
 from keras_vit.models.variants import build_variant
-from keras_vit.preprocessing.checkpoints import IMAGENET_MEAN, IMAGENET_STD, eval_config
-from keras_vit.weights.registry import KNOWN_CHECKPOINTS
+from keras_vit.preprocessing.checkpoints import IMAGENET_MEAN, IMAGENET_STD
+from keras_vit.checkpoints import KNOWN_CHECKPOINTS
 
 _FORMATS = {".npz": "`.npz` (vit_jax)", ".safetensors": "`.safetensors` (timm hub)"}
 
@@ -94,7 +94,7 @@ def checkpoint_rows():
     """One dict per known checkpoint, in the registry's order: every column of the site's table."""
     rows = []
     for key, checkpoint in KNOWN_CHECKPOINTS.items():
-        config = eval_config(key)
+        config = checkpoint.eval_config
         trained = checkpoint.config.get("image_size", config.image_size)
         # The model's own input size; DINOv2's files are built at 518 px and evaluated at 224.
         resolution = str(trained) if trained == config.image_size else f"{trained}; evaluated at {config.image_size}"

@@ -50,11 +50,9 @@ class FamilySpec:
         is_keras_file: callable `arrays -> bool`: whether a keras_vit `.keras`
             file's weights are of this family. None where the weight loader
             reads the family's files as ViT's (its weights are named as ViT's).
-        known_checkpoints: dict. `"Variant/name"` -> `KnownCheckpoint`.
-        preprocessing: dict. `"Variant/name"` -> the authors' `EvalConfig`.
-        timm_preprocessing: dict. `"Variant/name"` -> timm's `EvalConfig`.
-        timm_tags: dict. `"Variant/name"` -> the timm model tag of the same
-            weights, e.g. `"vit_small_patch14_dinov2.lvd142m"`.
+        checkpoints: dict. `"Variant/name"` -> `KnownCheckpoint`: one record
+            per published file (its URL, builder arguments, layout,
+            evaluation transforms and reported top-1).
         expected_files: str. The files a model of the family loads, for the
             message that refuses another family's.
         model_kind: str. What that message calls a model of the family, with
@@ -117,10 +115,7 @@ class FamilySpec:
     checkpoint_layout: Optional[Callable] = None
     convert: Optional[Callable] = None
     is_keras_file: Optional[Callable] = None
-    known_checkpoints: dict = dataclasses.field(default_factory=dict)
-    preprocessing: dict = dataclasses.field(default_factory=dict)
-    timm_preprocessing: dict = dataclasses.field(default_factory=dict)
-    timm_tags: dict = dataclasses.field(default_factory=dict)
+    checkpoints: dict = dataclasses.field(default_factory=dict)
     expected_files: str = ""
     model_kind: str = ""
     block_classes: tuple = ()

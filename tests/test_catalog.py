@@ -8,7 +8,7 @@ from keras_vit import preprocessing
 from keras_vit.architectures import ARCHITECTURES
 from keras_vit.preprocessing.checkpoints import EvalConfig
 from keras_vit import catalog
-from keras_vit.weights.registry import KNOWN_CHECKPOINTS
+from keras_vit.checkpoints import KNOWN_CHECKPOINTS
 from tests.models.test_variants import EXPECTED_PARAMETERS
 
 

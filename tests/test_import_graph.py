@@ -97,6 +97,7 @@ def test_layers_import_nothing_above_them():
 RANKS = {
     "keras_vit.layers": 0,
     "keras_vit.architectures": 1,
+    "keras_vit.checkpoints": 1,
     "keras_vit.families": 0,
     "keras_vit.files": 1,
     "keras_vit.images": 1,

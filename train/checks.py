@@ -11,7 +11,7 @@ import os
 import keras_vit
 from keras_vit.schedules import DECAYS
 from keras_vit.weights.readers import detect_format
-from keras_vit.weights.registry import known_checkpoint
+from keras_vit.checkpoints import known_checkpoint
 from train import data as data_lib
 from train import pipeline
 from train.analysis_logging import parse_analyses
@@ -162,7 +162,7 @@ def check_pretrained(config):
     ):
         raise ValueError(
             "--pretrained must be a checkpoint file or a known checkpoint name of the model "
-            f"(see keras_vit.weights.KNOWN_CHECKPOINTS). Received: pretrained={config.pretrained!r}"
+            f"(keras_vit.list_checkpoints() lists them). Received: pretrained={config.pretrained!r}"
         )
     if os.path.isfile(config.pretrained):
         # Only the first bytes are read: a file of no known format fails here, before the

@@ -29,7 +29,7 @@ from keras_vit.preprocessing.mixing import mix_batch
 from keras_vit.preprocessing.randaugment import parse_policy
 from keras_vit.preprocessing.sampling import repeated_augmentation_order
 from keras_vit.preprocessing.training import train_transform
-from keras_vit.weights.registry import known_checkpoint_key
+from keras_vit.checkpoints import known_checkpoint_key
 
 # The functions tf.data traces here are written in TensorFlow's own control flow (`tf.cond`,
 # `tf.switch_case`, stateless random ops), with no Python branch or loop on a tensor for

@@ -14,7 +14,8 @@ from keras_vit.layers.validation import (
 )
 from keras_vit.preprocessing.checkpoints import IMAGENET_MEAN, IMAGENET_STD  # ImageNet's statistics in [0, 1]
 from keras_vit.weights.loading import load_weights
-from keras_vit.weights.registry import find_checkpoint, is_checkpoint_file
+from keras_vit.weights.registry import is_checkpoint_file
+from keras_vit.checkpoints import find_checkpoint
 
 POOLINGS = ("token", "gap")
 

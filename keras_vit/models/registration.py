@@ -2,20 +2,18 @@
 
 `register_family` is the one call a family makes (from its folder's
 `__init__`): it records the spec in `keras_vit.families.FAMILIES`, which the
-weight loader and the inspection read, and adds the family's named sizes,
-known checkpoints and their preprocessing to the tables every other family's
-entries live in, so that `build_variant`, `weights=` names, `eval_config` and
-the parameter-count test see them like any other. Registering a name twice,
+weight loader and the inspection read, and adds the family's named sizes and
+its checkpoint records to the tables every other family's entries live in, so
+that `build_variant`, `weights=` names, `eval_config` and the parameter-count
+test see them like any other. Registering a name twice,
 or a variant or checkpoint another family holds, is refused.
 """
 
 import importlib
 
-from keras_vit import architectures
+from keras_vit import architectures, checkpoints
 from keras_vit.families import FAMILIES, FamilySpec
 from keras_vit.models import variants
-from keras_vit.preprocessing import checkpoints as preprocessing_tables
-from keras_vit.weights import registry
 
 
 def _check_free(table, entries, what, family):
@@ -64,10 +62,7 @@ def register_family(spec):
         (variants.BUILDERS, spec.builders, "builders"),
         (architectures.ARCHITECTURES, spec.architectures, "variants"),
         (variants.VARIANTS, named, "variants"),
-        (registry.KNOWN_CHECKPOINTS, spec.known_checkpoints, "checkpoints"),
-        (preprocessing_tables.CHECKPOINT_PREPROCESSING, spec.preprocessing, "preprocessing"),
-        (preprocessing_tables.TIMM_PREPROCESSING, spec.timm_preprocessing, "timm preprocessing"),
-        (preprocessing_tables.TIMM_PRETRAINED_TAGS, spec.timm_tags, "timm tags"),
+        (checkpoints.KNOWN_CHECKPOINTS, spec.checkpoints, "checkpoints"),
         (architectures.ABLATION_DEFAULTS, spec.ablation_defaults, "ablation defaults"),
         (variants.TESTING_VARIANTS, spec.testing_variants, "testing variants"),
         (architectures.NORMALIZERS,
@@ -81,8 +76,11 @@ def register_family(spec):
     # `keras_vit`: a name those modules already have would be replaced.
     models_package = importlib.import_module("keras_vit.models")
     _check_free({*vars(variants), *vars(models_package)}, [*spec.builders, *spec.architectures], "names", spec.name)
+    # The records are checked as they are registered, before any other table is written.
+    checkpoints.register_checkpoints(spec.checkpoints)
     for table, entries, _ in tables:
-        table.update(entries)
+        if table is not checkpoints.KNOWN_CHECKPOINTS:
+            table.update(entries)
     architectures.ARCHITECTURE_KEYS.extend(
         key for key in spec.architecture_keys if key not in architectures.ARCHITECTURE_KEYS)
     if spec.without_checkpoints:

@@ -5,7 +5,8 @@ import inspect
 
 from keras_vit.architectures import ARCHITECTURES, architecture
 from keras_vit.models.vit import VisionTransformer
-from keras_vit.weights.registry import KNOWN_CHECKPOINTS, check_fits, find_checkpoint, is_checkpoint_file
+from keras_vit.weights.registry import check_fits, is_checkpoint_file
+from keras_vit.checkpoints import KNOWN_CHECKPOINTS, find_checkpoint
 
 # Builder name -> builder; a registered family adds its own (`register_family`).
 BUILDERS = {"VisionTransformer": VisionTransformer}

@@ -1,8 +1,8 @@
 """Pixels as the checkpoints' authors and the papers' reference code prepared them.
 
 Evaluation: `eval_transform("DeiT_S16/imagenet")` maps one decoded image of any
-size to the pixels the checkpoint was evaluated on (`EvalConfig`, per checkpoint
-in `CHECKPOINT_PREPROCESSING`, timm's re-tuned values with `reference="timm"`),
+size to the pixels the checkpoint was evaluated on (`EvalConfig`, the checkpoint's
+record's; timm's re-tuned values with `reference="timm"`),
 and `EvalTransform` does the same as the first layer of a model; `resize_config(size)` is the
 plain resize of `keras.utils.image_dataset_from_directory` and of the trainer's evaluation. Training:
 `train_transform(...)` / `train_transform_for("deit", size)` (crop, flip,
@@ -16,13 +16,7 @@ imported on first use: `import keras_vit` needs no TensorFlow.
 
 import importlib
 
-from keras_vit.preprocessing.checkpoints import (
-    CHECKPOINT_PREPROCESSING,
-    TIMM_PREPROCESSING,
-    EvalConfig,
-    eval_config,
-    resize_config,
-)
+from keras_vit.preprocessing.checkpoints import EvalConfig, eval_config, resize_config
 from keras_vit.preprocessing.huggingface import eval_config_from_huggingface
 from keras_vit.preprocessing.layers import EvalTransform
 
@@ -45,7 +39,7 @@ _LAZY = {
     "resize": "resizing",
 }
 
-__all__ = ["CHECKPOINT_PREPROCESSING", "TIMM_PREPROCESSING", "EvalConfig", "EvalTransform", "eval_config",
+__all__ = ["EvalConfig", "EvalTransform", "eval_config",
            "eval_config_from_huggingface", "resize_config", *_LAZY]
 
 

@@ -1,23 +1,10 @@
 """The evaluation preprocessing of every known checkpoint, as its authors' code applied it.
 
-Each entry of `CHECKPOINT_PREPROCESSING` was read from the code that evaluated
-the checkpoint, cited in its `source`; a family in its folder keeps its own
-entries there (ConViT's, Swin's, DINOv2's: `keras_vit.models.<family>`), and
-registering it adds them here. The ones transcribed in this module:
-
-- DeiT (facebookresearch/deit `datasets.py`, `build_transform`): PIL bicubic
-  resize of the shorter side to `int(input_size / eval_crop_ratio)` with
-  `--eval-crop-ratio 0.875` (`main.py`), then a centre crop: 224 -> 256 -> 224,
-  384 -> 438 -> 384 (README_deit.md evaluates the 384 px models so).
-- ViT, original release and AugReg `.npz` (google-research/vision_transformer
-  `vit_jax/input_pipeline.py`, `get_data`): the evaluation branch resizes the
-  whole image with `tf.image.resize(im, [image_size, image_size])` (bilinear,
-  no antialiasing, float, no rounding) and maps it to [-1, 1] with
-  `(im - 127.5) / 127.5`.
-
-timm re-tuned several of these (`TIMM_PREPROCESSING`: its `pretrained_cfg`);
-they are offered with `reference="timm"`, never by default. Hugging Face
-checkpoints carry their own `preprocessor_config.json`:
+Each known checkpoint's record (`keras_vit.weights.KnownCheckpoint`, written
+beside its family's code) carries an `EvalConfig` read from the code that
+evaluated the checkpoint, cited in its `source`, and timm's re-tuned values
+(its `pretrained_cfg`), offered with `reference="timm"`, never by default;
+`eval_config(name)` reads them. Hugging Face checkpoints carry their own `preprocessor_config.json`:
 `keras_vit.preprocessing.huggingface.eval_config_from_huggingface` reads it.
 
 The models of this library normalise inside and take pixels in [0, 255]:
@@ -27,11 +14,11 @@ applying.
 """
 
 import dataclasses
-import difflib
 import math
 import numbers
 
-from keras_vit.layers.validation import check_bool, check_positive_int, key_ignoring_case
+from keras_vit.layers.validation import check_bool, check_positive_int
+from keras_vit.checkpoints import KNOWN_CHECKPOINTS, find_checkpoint
 
 CROP_MODES = ("center", "squash")
 # The resize filters (PIL's and TensorFlow's names agree for these).
@@ -216,137 +203,8 @@ def resize_config(image_size, interpolation="bilinear"):
     )
 
 
-# -- The authors' evaluation transforms -----------------------------------------------------------
-
-_DEIT = (
-    "facebookresearch/deit datasets.py build_transform (eval): transforms.Resize(int(input_size / "
-    "eval_crop_ratio), interpolation=3 [bicubic]) of the PIL image, CenterCrop(input_size), "
-    "Normalize(IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD); main.py --eval-crop-ratio 0.875"
-)
-_VIT_JAX = (
-    "google-research/vision_transformer vit_jax/input_pipeline.py get_data (eval branch): "
-    "tf.image.resize(im, [image_size, image_size]) (bilinear, no antialiasing, float), then "
-    "(im - 127.5) / 127.5"
-)
-_VIT_JAX_I21K = (
-    f"{_VIT_JAX}; the ImageNet-21k pre-training evaluation was not released, and vit_jax feeds these "
-    "checkpoints through this pipeline"
-)
-_VIT_JAX_AUGREG = f"{_VIT_JAX}; vit_jax/configs/augreg.py feeds the AugReg checkpoints through the same pipeline"
-
-
-def _authors_center(image_size, source):
-    return EvalConfig(image_size, "bicubic", 0.875, "center", True, True, IMAGENET_MEAN, IMAGENET_STD, source)
-
-
-def _vit_jax(image_size, source):
-    return EvalConfig(image_size, "bilinear", 1.0, "squash", False, False, INCEPTION_MEAN, INCEPTION_STD, source)
-
-
-def _authors_table():
-    table = {}
-    for name in (
-        "ViT_B16/imagenet21k+imagenet2012", "ViT_B32/imagenet21k+imagenet2012", "ViT_L16/imagenet21k+imagenet2012",
-        "ViT_L32/imagenet21k+imagenet2012", "R50_ViT_B16/imagenet21k+imagenet2012",
-    ):
-        table[name] = _vit_jax(384, _VIT_JAX)
-    for name in (
-        "ViT_B16/imagenet21k", "ViT_B32/imagenet21k", "ViT_L16/imagenet21k", "ViT_L32/imagenet21k",
-        "ViT_H14/imagenet21k", "R50_ViT_B16/imagenet21k",
-    ):
-        table[name] = _vit_jax(224, _VIT_JAX_I21K)
-    for variant in ("ViT_Ti16", "ViT_S16", "ViT_B16", "ViT_B32", "ViT_L16", "R_ViT_Ti16", "R26_ViT_S32"):
-        table[f"{variant}/augreg"] = _vit_jax(224, _VIT_JAX_AUGREG)
-    for variant, image_size in (("DeiT_Ti16", 224), ("DeiT_S16", 224), ("DeiT_B16", 224), ("DeiT_B16_384", 384)):
-        table[f"{variant}/imagenet"] = _authors_center(image_size, _DEIT)
-        table[f"{variant}_distilled/imagenet"] = _authors_center(image_size, _DEIT)
-    return table
-
-
-# `{known checkpoint name: EvalConfig}`, as the checkpoints' authors evaluated them.
-CHECKPOINT_PREPROCESSING = _authors_table()
-"""The evaluation transform (`EvalConfig`) of every known checkpoint, as its authors ran it."""
-
-
-# -- timm's re-tuned values -----------------------------------------------------------------------
-
-# timm's pretrained_cfg (timm/models/{vision_transformer,deit}.py,
-# default_cfgs; read from timm 1.0.31): every one bicubic on PIL images, crop_mode "center"
-# (timm gives "squash" only to newer checkpoints, none of these).
-def _timm_tags():
-    """`{name: (timm tag, image_size, crop_pct)}` for the checkpoints timm publishes."""
-    tags = {
-        "ViT_B16/imagenet21k+imagenet2012": ("vit_base_patch16_384.orig_in21k_ft_in1k", 384, 1.0),
-        "ViT_L32/imagenet21k+imagenet2012": ("vit_large_patch32_384.orig_in21k_ft_in1k", 384, 1.0),
-        "R50_ViT_B16/imagenet21k+imagenet2012": ("vit_base_r50_s16_384.orig_in21k_ft_in1k", 384, 1.0),
-        "ViT_B16/imagenet21k": ("vit_base_patch16_224.orig_in21k", 224, 0.9),
-        "ViT_B32/imagenet21k": ("vit_base_patch32_224.orig_in21k", 224, 0.9),
-        "ViT_L16/imagenet21k": ("vit_large_patch16_224.orig_in21k", 224, 0.9),
-        "ViT_L32/imagenet21k": ("vit_large_patch32_224.orig_in21k", 224, 0.9),
-        "ViT_H14/imagenet21k": ("vit_huge_patch14_224.orig_in21k", 224, 0.9),
-        "R50_ViT_B16/imagenet21k": ("vit_base_r50_s16_224.orig_in21k", 224, 0.9),
-        "ViT_Ti16/augreg": ("vit_tiny_patch16_224.augreg_in21k_ft_in1k", 224, 0.9),
-        "ViT_S16/augreg": ("vit_small_patch16_224.augreg_in21k_ft_in1k", 224, 0.9),
-        "ViT_B16/augreg": ("vit_base_patch16_224.augreg_in21k_ft_in1k", 224, 0.9),
-        "ViT_B32/augreg": ("vit_base_patch32_224.augreg_in21k_ft_in1k", 224, 0.9),
-        "ViT_L16/augreg": ("vit_large_patch16_224.augreg_in21k_ft_in1k", 224, 0.9),
-        "R_ViT_Ti16/augreg": ("vit_tiny_r_s16_p8_224.augreg_in21k_ft_in1k", 224, 0.9),
-        "R26_ViT_S32/augreg": ("vit_small_r26_s32_224.augreg_in21k_ft_in1k", 224, 0.9),
-        "DeiT_B16_384/imagenet": ("deit_base_patch16_384.fb_in1k", 384, 1.0),
-        "DeiT_B16_384_distilled/imagenet": ("deit_base_distilled_patch16_384.fb_in1k", 384, 1.0),
-    }
-    for size, model in (("Ti16", "tiny"), ("S16", "small"), ("B16", "base")):
-        tags[f"DeiT_{size}/imagenet"] = (f"deit_{model}_patch16_224.fb_in1k", 224, 0.9)
-        tags[f"DeiT_{size}_distilled/imagenet"] = (f"deit_{model}_distilled_patch16_224.fb_in1k", 224, 0.9)
-    return tags
-
-
-_TIMM_TAGS = _timm_tags()
-# `{known checkpoint name: timm model tag}` for the checkpoints timm publishes a copy of.
-TIMM_PRETRAINED_TAGS = {name: tag for name, (tag, _, _) in _TIMM_TAGS.items()}
-
-
-def _timm_table():
-    table = {}
-    for name, authors in CHECKPOINT_PREPROCESSING.items():
-        if name in _TIMM_TAGS:
-            tag, image_size, crop_pct = _TIMM_TAGS[name]
-            source = f"timm pretrained_cfg of {tag!r}: crop_pct={crop_pct}, interpolation='bicubic', crop_mode='center'"
-        else:
-            # ViT-B/32 and ViT-L/16 of the original 384 px fine-tunes: timm publishes no copy
-            # (its vit_base_patch32_384 and vit_large_patch16_384 are AugReg weights).
-            tag, image_size, crop_pct = "vit_base_patch16_384.orig_in21k_ft_in1k", 384, 1.0
-            source = (
-                "timm publishes no copy of this checkpoint; the values of its sibling in the same release, "
-                f"{tag!r}: crop_pct=1.0, interpolation='bicubic', crop_mode='center'"
-            )
-        table[name] = EvalConfig(
-            image_size, "bicubic", crop_pct, "center", True, True, authors.mean, authors.std, source
-        )
-    return table
-
-
-# `{known checkpoint name: EvalConfig}` with timm's re-tuned values (`reference="timm"`).
-TIMM_PREPROCESSING = _timm_table()
-"""The evaluation transform timm's model cards give for each known checkpoint, where they differ
-from the authors' (`eval_config(..., reference="timm")`).
-"""
-
-
-def _known_names_hint(name):
-    close = difflib.get_close_matches(str(name), list(CHECKPOINT_PREPROCESSING), n=3, cutoff=0.6)
-    # Four names spread over the table (every family's, once registered), as examples.
-    names = list(CHECKPOINT_PREPROCESSING)
-    examples = close or names[:: max(1, len(names) // 4)][:4]
-    label = "Close names" if close else "Known names include"
-    return (
-        f"{label}: {', '.join(repr(n) for n in examples)}; all "
-        f"{len(CHECKPOINT_PREPROCESSING)} are the keys of keras_vit.preprocessing.CHECKPOINT_PREPROCESSING"
-    )
-
-
 def checkpoint_key(name, argument="name"):
-    """`name` as it is spelled in `CHECKPOINT_PREPROCESSING` (any case matches).
+    """`name` as it is spelled among the known checkpoints (any case matches).
 
     Args:
         name: str. A known checkpoint name, `"Variant/checkpoint"`.
@@ -356,34 +214,38 @@ def checkpoint_key(name, argument="name"):
         str. The registered spelling.
 
     Raises:
-        ValueError: for an unknown name, with close or example names.
+        ValueError: for an unknown name, with close names.
     """
-    key = key_ignoring_case(name, CHECKPOINT_PREPROCESSING)
-    if key is not None:
-        return key
-    raise ValueError(f"`{argument}` must be a known checkpoint name. {_known_names_hint(name)}. "
-                     f"Received: {argument}={name!r}")
+    if not isinstance(name, str) or "/" not in name:
+        raise ValueError(f"`{argument}` must be a known checkpoint name, '<Variant>/<checkpoint>' (e.g. "
+                         f"'DeiT_S16/imagenet'; keras_vit.list_checkpoints() lists them). Received: {argument}={name!r}")
+    return find_checkpoint(name, argument=argument)[0]
 
 
 def eval_config(name, reference="authors"):
-    """The evaluation preprocessing of a known checkpoint.
+    """The evaluation preprocessing of a known checkpoint, from its record.
 
     Args:
         name: str. A known checkpoint name, `"Variant/checkpoint"` (e.g.
             `"DeiT_S16/imagenet"`); case does not matter.
         reference: str. `"authors"`: the transform the checkpoint's authors
-            evaluated it with (`CHECKPOINT_PREPROCESSING`); `"timm"`: timm's
-            re-tuned `pretrained_cfg` values (`TIMM_PREPROCESSING`), e.g. a crop
+            evaluated it with (the record's `eval_config`); `"timm"`: timm's
+            re-tuned `pretrained_cfg` values (`timm_eval_config`), e.g. a crop
             fraction of 0.9 for DeiT and Swin. Defaults to `"authors"`.
 
     Returns:
         `EvalConfig`.
 
     Raises:
-        ValueError: for an unknown name (with close or example names) or an
-            unknown `reference`.
+        ValueError: for an unknown name (with close names), an unknown
+            `reference`, or `"timm"` for a checkpoint timm has no values for.
     """
     if reference not in REFERENCES:
         raise ValueError(f"`reference` must be one of {REFERENCES}. Received: reference={reference!r}")
-    table = CHECKPOINT_PREPROCESSING if reference == "authors" else TIMM_PREPROCESSING
-    return table[checkpoint_key(name)]
+    record = KNOWN_CHECKPOINTS[checkpoint_key(name)]
+    if reference == "authors":
+        return record.eval_config
+    if record.timm_eval_config is None:
+        raise ValueError(f"timm publishes no copy of {record.name!r}, so it has no values of its own for it. "
+                         f"Received: name={name!r}, reference='timm'")
+    return record.timm_eval_config

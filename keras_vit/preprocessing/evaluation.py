@@ -139,8 +139,8 @@ def eval_transform(name_or_config, reference="authors", **overrides):
 
     Args:
         name_or_config: str or `EvalConfig`. A known checkpoint name (e.g.
-            `"DeiT_S16/imagenet"`, `"ViT_B16/augreg"`; the keys of
-            `CHECKPOINT_PREPROCESSING`) or an explicit configuration (e.g. from
+            `"DeiT_S16/imagenet"`, `"ViT_B16/augreg"`; `keras_vit.list_checkpoints()`
+            lists them) or an explicit configuration (e.g. from
             `eval_config_from_huggingface`).
         reference: str. For a name: `"authors"`, the transform the checkpoint's
             authors evaluated with, or `"timm"`, timm's re-tuned

@@ -3,7 +3,8 @@
 from keras_vit.weights.loading import load_weights
 from keras_vit.weights.report import LoadReport
 from keras_vit.weights.position_embedding import resample_position_embedding
-from keras_vit.weights.registry import KNOWN_CHECKPOINTS, CheckpointDownloadError, KnownCheckpoint
+from keras_vit.checkpoints import KNOWN_CHECKPOINTS, KnownCheckpoint, get_checkpoint, list_checkpoints
+from keras_vit.weights.registry import CheckpointDownloadError
 from keras_vit.weights.position_embedding import resample_bias_table
 
 __all__ = [
@@ -11,6 +12,8 @@ __all__ = [
     "CheckpointDownloadError",
     "KnownCheckpoint",
     "LoadReport",
+    "get_checkpoint",
+    "list_checkpoints",
     "load_weights",
     "resample_bias_table",
     "resample_position_embedding",

@@ -23,7 +23,8 @@ from keras_vit.layers.validation import check_bool
 from keras_vit.weights.conversion import EXPECTED_FILES, convert_checkpoint
 from keras_vit.weights.position_embedding import resample_position_embedding
 from keras_vit.weights.readers import read_checkpoint
-from keras_vit.weights.registry import check_fits, fetch, find_checkpoint, is_checkpoint_file
+from keras_vit.weights.registry import check_fits, fetch, is_checkpoint_file
+from keras_vit.checkpoints import find_checkpoint
 from keras_vit.weights.report import LoadReport
 
 _POSITION = "patch_encoder/position_embedding"
@@ -35,13 +36,14 @@ _HEADS = ("head", "head_dist")
 
 
 def resolve_checkpoint(checkpoint, model):
-    """A local path, or the cached download of a known checkpoint that fits `model`.
+    """`(path, record)`: a local path (record None), or the cached download of a known checkpoint that fits `model`.
 
-    A known name is checked against the model's architecture first, so that a
-    checkpoint of another size is refused before anything is downloaded.
+    A known name is resolved once, to its record, and checked against the
+    model's architecture first, so that a checkpoint of another size is refused
+    before anything is downloaded.
     """
     if is_checkpoint_file(checkpoint):
-        return os.fspath(checkpoint)
+        return os.fspath(checkpoint), None
     spec = inspection.registered_family(model)
     if spec is not None and spec.without_checkpoints:
         # Before the registry's list of names, none of which could fit.
@@ -49,9 +51,9 @@ def resolve_checkpoint(checkpoint, model):
             f"{spec.without_checkpoints}, so `checkpoint` must be a file of this model's weights (a `.keras` "
             f"file, or `.weights.h5` for `model.load_weights`). Received: checkpoint={checkpoint!r}"
         )
-    key, known = find_checkpoint(checkpoint, model.name)
+    key, known = find_checkpoint(checkpoint, model.name, argument="checkpoint")
     check_fits(key, inspection.model_architecture(model), f"the model {model.name!r}")
-    return fetch(known)
+    return fetch(known), known
 
 
 def _check_family(conversion, model, source):
@@ -186,13 +188,19 @@ def load_weights(
         check_interpolation(
             position_interpolation, position_antialias, ("position_interpolation", "position_antialias")
         )
-    source = resolve_checkpoint(checkpoint, model)
+    source, known = resolve_checkpoint(checkpoint, model)
     fmt, arrays = read_checkpoint(source)
     try:
         conversion = convert_checkpoint(fmt, arrays)
     except ValueError as error:
         # Converters see arrays only; the file belongs in the message too.
         raise ValueError(f"{source}: {error}") from None
+    if known is not None and known.layout and conversion.layout != known.layout:
+        # The record's layout picks the converter: a file of another layout is not the checkpoint.
+        raise ValueError(
+            f"{source} holds a checkpoint in the {conversion.layout} layout, but {known.name!r} was published "
+            f"in the {known.layout} layout: the file is not that checkpoint. Delete it to download it again."
+        )
     _check_family(conversion, model, source)
     report = LoadReport(source=source, format=fmt, layout=conversion.layout)
     report.skipped.extend(conversion.unused.items())

@@ -1,6 +1,7 @@
-"""Known checkpoints: public addresses, hashes, and the model settings they need.
+"""Known checkpoints' downloads, and the check of a record against a model before one.
 
-Names are `"<Variant>/<checkpoint>"`, e.g. `"ViT_B16/imagenet21k+imagenet2012"`.
+The records themselves (`KnownCheckpoint`, one per published file, registered
+by its family) are `keras_vit.checkpoints`'; they are imported here too.
 Files are fetched with `keras.utils.get_file` into the Keras cache
 (`~/.keras/models/keras_vit/`), and every use of a cached file is verified:
 
@@ -18,210 +19,23 @@ size and header of a `.safetensors`, and a known checkpoint is checked against
 the model's architecture before anything is downloaded.
 """
 
-import dataclasses
 import os
 import re
 
 import keras
 
 from keras_vit.architectures import ABLATION_DEFAULTS, ARCHITECTURES, architecture, differing_keys, mismatches
+from keras_vit.checkpoints import KNOWN_CHECKPOINTS
 from keras_vit.files import file_sha256, write_text_atomically
-from keras_vit.layers.validation import key_ignoring_case
 
 
 # Cache root for downloads; `None` is Keras' own (`~/.keras` or $KERAS_HOME).
 CACHE_DIR = None
 
 
-@dataclasses.dataclass(frozen=True)
-class KnownCheckpoint:
-    """A published checkpoint.
-
-    Attributes:
-        url: str. Where to download it from.
-        sha256: str or None. The file's pinned sha256 (hex); None for
-            trust-on-first-use verification (see the module docstring).
-        config: dict. Builder arguments the checkpoint was trained with (e.g.
-            `num_classes`, `representation_size`, `image_size`, `num_channels`);
-            they are the defaults when a builder is given this checkpoint's name.
-            Its architecture is that of the variant the name starts with.
-        top1: float or None. The ImageNet-1k validation top-1 (%) its authors
-            report for this file; None where they report none for it (a
-            pre-training head, a features-only model, a file whose figure was
-            not published beside it).
-        top1_source: str. Where `top1` is reported (paper table or release
-            page), or why there is none. Defaults to `""`.
-    """
-
-    url: str
-    sha256: str = None
-    config: dict = dataclasses.field(default_factory=dict)
-    top1: float = None
-    top1_source: str = ""
-
-
-_VIT = "https://storage.googleapis.com/vit_models"
-_AUGREG = f"{_VIT}/augreg"
-_HF = "https://huggingface.co/timm"
-# Every known checkpoint takes RGB images; stated so that a model of other
-# channels is refused before the download, not after it.
-_RGB = {"num_channels": 3}
-# Every ViT, hybrid and DeiT checkpoint has learned 1-D position embeddings
-# added at the stem (ViT Sec. 3.1), stated so that a model of another row or
-# column of ViT Table 8 is refused before the download.
-_LEARNED_1D = {**_RGB, "position_embedding": "learned_1d", "position_embedding_at": "stem"}
-# Fine-tuned on ImageNet-1k at 384 px (ViT Table 2, App. B.1.1).
-_FT384 = {**_LEARNED_1D, "num_classes": 1000, "image_size": 384}
-# Pre-trained on ImageNet-21k: 21843 classes and a pre-logits layer (ViT Sec. 3.1).
-_I21K = {**_LEARNED_1D, "num_classes": 21843, "image_size": 224}
-
-
-# Where each release reports its checkpoints' ImageNet-1k top-1, or why there is no figure.
-_VIT_TABLE_5 = "ViT paper, Table 5: ImageNet-21k pre-training, fine-tuned at 384 px"
-_NO_HYBRID_FIGURE = "not reported: ViT's Table 5 lists the plain ViTs only"
-_PRETRAINING_HEAD = "none: an ImageNet-21k pre-training head"
-_AUGREG_224 = ("not reported here: vision_transformer's README gives the AugReg 384 px fine-tunes only, and the "
-               "release's index.csv (adapt_final_test) could not be read where this table was made")
-_DEIT_ZOO = "facebookresearch/deit README_deit.md, Model Zoo, acc@1"
-
-
-def _original(name, top1=None):
-    """The original release's ImageNet-1k fine-tune of `name` (e.g. `"ViT-B_16"`)."""
-    source = _VIT_TABLE_5 if top1 is not None else _NO_HYBRID_FIGURE
-    return KnownCheckpoint(f"{_VIT}/imagenet21k+imagenet2012/{name}.npz", config=_FT384, top1=top1,
-                           top1_source=source)
-
-
-def _i21k(name, width):
-    """The original release's ImageNet-21k pre-training of `name`, with its pre-logits layer of `width`."""
-    return KnownCheckpoint(f"{_VIT}/imagenet21k/{name}.npz", config={**_I21K, "representation_size": width},
-                           top1_source=_PRETRAINING_HEAD)
-
-
-def _augreg(name):
-    return KnownCheckpoint(f"{_AUGREG}/{name}.npz", config={**_LEARNED_1D, "num_classes": 1000, "image_size": 224},
-                           top1_source=_AUGREG_224)
-
-
-def timm_hub(model_tag, top1=None, top1_source="", **config):
-    """A checkpoint on the timm hub (`huggingface.co/timm/<model_tag>`), of RGB images and `config`."""
-    return KnownCheckpoint(f"{_HF}/{model_tag}/resolve/main/model.safetensors", config={**_RGB, **config},
-                           top1=top1, top1_source=top1_source)
-
-
-def _deit_release(variant, model, top1, top1_distilled, image_size=224):
-    """A DeiT size's ImageNet-1k checkpoints, plain and distilled.
-
-    `{variant}/imagenet` and `{variant}_distilled/imagenet`, with the top-1 of each.
-    """
-    config = dict(_LEARNED_1D, num_classes=1000, image_size=image_size, preprocessing="imagenet")
-    return {
-        f"{variant}/imagenet": timm_hub(f"{model}_patch16_{image_size}.fb_in1k", **config, top1=top1,
-                                        top1_source=_DEIT_ZOO),
-        f"{variant}_distilled/imagenet": timm_hub(f"{model}_distilled_patch16_{image_size}.fb_in1k", **config,
-                                                  top1=top1_distilled, top1_source=_DEIT_ZOO),
-    }
-
-
-KNOWN_CHECKPOINTS = {
-    # Original release (ViT paper): ImageNet-21k pre-training, ImageNet-1k fine-tuning.
-    "ViT_B16/imagenet21k+imagenet2012": _original("ViT-B_16", 83.97),
-    "ViT_B32/imagenet21k+imagenet2012": _original("ViT-B_32", 81.28),
-    "ViT_L16/imagenet21k+imagenet2012": _original("ViT-L_16", 85.15),
-    "ViT_L32/imagenet21k+imagenet2012": _original("ViT-L_32", 80.99),
-    "R50_ViT_B16/imagenet21k+imagenet2012": _original("R50+ViT-B_16"),
-    "ViT_B16/imagenet21k": _i21k("ViT-B_16", 768),
-    "ViT_B32/imagenet21k": _i21k("ViT-B_32", 768),
-    "ViT_L16/imagenet21k": _i21k("ViT-L_16", 1024),
-    "ViT_L32/imagenet21k": _i21k("ViT-L_32", 1024),
-    "ViT_H14/imagenet21k": _i21k("ViT-H_14", 1280),
-    "R50_ViT_B16/imagenet21k": _i21k("R50+ViT-B_16", 768),
-    # AugReg release ("How to train your ViT?", Steiner et al. 2021), 224 px fine-tunes.
-    "ViT_Ti16/augreg": _augreg(
-        "Ti_16-i21k-300ep-lr_0.001-aug_none-wd_0.03-do_0.0-sd_0.0--imagenet2012-steps_20k-lr_0.03-res_224"
-    ),
-    "ViT_S16/augreg": _augreg(
-        "S_16-i21k-300ep-lr_0.001-aug_light1-wd_0.03-do_0.0-sd_0.0--imagenet2012-steps_20k-lr_0.03-res_224"
-    ),
-    "ViT_B16/augreg": _augreg(
-        "B_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.0-sd_0.0--imagenet2012-steps_20k-lr_0.01-res_224"
-    ),
-    "ViT_B32/augreg": _augreg(
-        "B_32-i21k-300ep-lr_0.001-aug_medium1-wd_0.03-do_0.0-sd_0.0--imagenet2012-steps_20k-lr_0.03-res_224"
-    ),
-    "ViT_L16/augreg": _augreg(
-        "L_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.1-sd_0.1--imagenet2012-steps_20k-lr_0.01-res_224"
-    ),
-    "R_ViT_Ti16/augreg": _augreg(
-        "R_Ti_16-i21k-300ep-lr_0.001-aug_none-wd_0.03-do_0.0-sd_0.0--imagenet2012-steps_20k-lr_0.03-res_224"
-    ),
-    "R26_ViT_S32/augreg": _augreg(
-        "R26_S_32-i21k-300ep-lr_0.001-aug_light0-wd_0.03-do_0.1-sd_0.1--imagenet2012-steps_20k-lr_0.03-res_224"
-    ),
-    # DeiT (Touvron et al. 2021), ImageNet-1k, as published on the timm hub
-    # (`deit_*_patch16_*.fb_in1k`; the distilled ones with `dist_token` and
-    # `head_dist`). Trained on ImageNet mean/std inputs.
-    **_deit_release("DeiT_Ti16", "deit_tiny", 72.2, 74.5),
-    **_deit_release("DeiT_S16", "deit_small", 79.9, 81.2),
-    **_deit_release("DeiT_B16", "deit_base", 81.8, 83.4),
-    **_deit_release("DeiT_B16_384", "deit_base", 82.9, 85.2, image_size=384),
-}
-"""Every checkpoint `weights=` can name, as `"<variant>/<name>"` (e.g. `"ViT_B16/imagenet21k"`):
-a `KnownCheckpoint` with where it is downloaded from, its pinned SHA-256 (or None: trust on
-first use), the settings it was trained with and the top-1 its authors report. The site's
-checkpoint table is generated from it (`keras_vit.catalog`).
-"""
-
-
-def known_checkpoint(variant, name):
-    """Returns the `KnownCheckpoint` for `name` ("Variant/ckpt", or "ckpt" with `variant`), or None."""
-    key = known_checkpoint_key(variant, name)
-    return None if key is None else KNOWN_CHECKPOINTS[key]
-
-
-def known_checkpoint_key(variant, name):
-    """The `KNOWN_CHECKPOINTS` key that `name` means (case-insensitive), or None."""
-    if not isinstance(name, str):
-        return None
-    return key_ignoring_case(name if "/" in name else f"{variant}/{name}", KNOWN_CHECKPOINTS)
-
-
 def is_checkpoint_file(weights):
     """True when `weights` is a path (str or `os.PathLike`) that exists."""
     return isinstance(weights, (str, os.PathLike)) and os.path.exists(weights)
-
-
-def find_checkpoint(weights, variant=None):
-    """Resolves a known checkpoint name; nothing is downloaded.
-
-    Args:
-        weights: The `weights` argument: `"Variant/ckpt"`, or `"ckpt"` for a
-            model of `variant`.
-        variant: str or None. The variant (or model) name that a short name
-            belongs to; compared case-insensitively.
-
-    Returns:
-        Tuple `(key, KnownCheckpoint)`, `key` as spelled in `KNOWN_CHECKPOINTS`.
-
-    Raises:
-        ValueError: for anything else, listing the known names (and those of
-            `variant`).
-    """
-    if not isinstance(weights, (str, os.PathLike)):
-        raise ValueError(
-            "`weights` must be a checkpoint file path or a known checkpoint name. "
-            f"Received: weights={weights!r} (of type {type(weights).__name__})"
-        )
-    key = known_checkpoint_key(variant or "", weights)
-    if key is not None:
-        return key, KNOWN_CHECKPOINTS[key]
-    own = [k for k in KNOWN_CHECKPOINTS if variant and k.split("/")[0].lower() == variant.lower()]
-    hint = f"; {own[0].split('/')[0]}'s are {[k.split('/', 1)[1] for k in own]}" if own else ""
-    raise ValueError(
-        "`weights` must be a checkpoint file or a known checkpoint name, one of "
-        f"{sorted(KNOWN_CHECKPOINTS)} (or its part after '/' for a model built by "
-        f"that variant's builder{hint}). Received: weights={os.fspath(weights)!r}"
-    )
 
 
 def checkpoint_architecture(key):

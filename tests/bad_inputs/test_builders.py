@@ -72,7 +72,8 @@ DTYPE = r"`dtype` must be None or one of 'float32', 'bfloat16', 'mixed_bfloat16'
         ("vit", {"name": ""}, r"`name` must be a non-empty string. Received: name=''"),
         ("vit", {"name": 7}, r"`name` must be a non-empty string. Received: name=7"),
         ("vit", {"weights": 5}, r"`weights` must be a checkpoint file path or a known checkpoint name. Received: weights=5 \(of type int\)"),
-        ("vit", {"weights": "imagenet21k"}, r"`weights` must be a checkpoint file or a known checkpoint name, one of \[.*Received: weights='imagenet21k'"),
+        ("vit", {"weights": "imagenet21k"}, r"`weights` must be a checkpoint file or a known checkpoint name \(.*Received: weights='imagenet21k'"),
+        ("vit", {"weights": "/data/vit_b16.npz"}, r"`weights` file not found: '/data/vit_b16.npz' does not exist"),
     ],
 )
 def test_shared_argument(family, overrides, message):
@@ -172,7 +173,7 @@ def test_unknown_keyword(builder, overrides, message):
     "builder,overrides,message",
     [
         # A checkpoint name that the variant does not have: its own are listed.
-        (keras_vit.ViT_Ti16, {"weights": "imagenet21k"}, r"one of \[.*\] \(or its part after '/' for a model built by that variant's builder; ViT_Ti16's are \['augreg'\]\). Received: weights='imagenet21k'"),
+        (keras_vit.ViT_Ti16, {"weights": "imagenet21k"}, r"name \(or its part after '/' for a model built by that variant's builder; ViT_Ti16's are \['augreg'\]\)\..* Received: weights='imagenet21k'"),
         # A known checkpoint of another size, by its full name.
         (keras_vit.ViT_Ti16, {"weights": "ViT_B16/imagenet21k"}, r"The checkpoint 'ViT_B16/imagenet21k' is one of ViT_B16 and does not fit ViT_Ti16: hidden_size=768 vs hidden_size=192, num_heads=12 vs num_heads=3, mlp_dim=3072 vs mlp_dim=768 \(checkpoint vs model\). Nothing was downloaded."),
         # Another family of the same width.

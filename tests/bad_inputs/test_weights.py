@@ -16,6 +16,7 @@ import pytest
 from safetensors.numpy import save_file
 
 import keras_vit
+from keras_vit import checkpoints
 from keras_vit.weights import registry
 from tests.testing import to_numpy
 from tests.weights.checkpoints import TINY, official_npz_arrays, save_npz
@@ -218,7 +219,7 @@ def test_directory_instead_of_a_file(tmp_path):
 
 def test_missing_path_object(tmp_path):
     path = pathlib.Path(tmp_path / "missing.npz")
-    assert_fails_unchanged(path, rf"`weights` must be a checkpoint file or a known checkpoint name, one of \[.*Received: weights='{re.escape(str(path))}'")
+    assert_fails_unchanged(path, rf"`checkpoint` file not found: '{re.escape(str(path))}' does not exist")
 
 
 def test_path_object_that_exists_loads(tmp_path):
@@ -229,8 +230,8 @@ def test_path_object_that_exists_loads(tmp_path):
 @pytest.mark.parametrize(
     "call,message",
     [
-        (lambda m, p: keras_vit.load_weights(m, None), r"`weights` must be a checkpoint file path or a known checkpoint name. Received: weights=None \(of type NoneType\)"),
-        (lambda m, p: keras_vit.load_weights(m, 3.0), r"Received: weights=3.0 \(of type float\)"),
+        (lambda m, p: keras_vit.load_weights(m, None), r"`checkpoint` must be a checkpoint file path or a known checkpoint name. Received: checkpoint=None \(of type NoneType\)"),
+        (lambda m, p: keras_vit.load_weights(m, 3.0), r"Received: checkpoint=3.0 \(of type float\)"),
         (lambda m, p: keras_vit.load_weights(p, m), r"`model` must be a keras_vit `keras.Model` \(the first argument; the checkpoint is the second\). Received: model='.*good.npz'"),
         (lambda m, p: keras_vit.load_weights(m, p, strict="yes"), r"`strict` must be True or False. Received: strict='yes'"),
         (lambda m, p: keras_vit.load_weights(m, p, keep_pre_logits=1), r"`keep_pre_logits` must be True or False. Received: keep_pre_logits=1"),
@@ -260,7 +261,7 @@ def vit_ti16():
         ("ViT_B16/imagenet21k", r"The checkpoint 'ViT_B16/imagenet21k' is one of ViT_B16 and does not fit the model 'vit_ti16': hidden_size=768 vs hidden_size=192, num_heads=12 vs num_heads=3, mlp_dim=3072 vs mlp_dim=768 \(checkpoint vs model\). Nothing was downloaded."),
         ("ConViT_Ti/imagenet", r"'ConViT_Ti/imagenet' is one of ConViT_Ti and does not fit the model 'vit_ti16': builder='ConViT' vs builder='VisionTransformer', num_heads=4 vs num_heads=3"),
         ("R_ViT_Ti16/augreg", r"'R_ViT_Ti16/augreg' is one of R_ViT_Ti16 and does not fit the model 'vit_ti16': patch_size=\(8, 8\) vs patch_size=\(16, 16\), resnet_stages=\(\) vs resnet_stages=None"),
-        ("imagenet21k", r"known checkpoint name, one of \[.*\] \(or its part after '/' for a model built by that variant's builder; ViT_Ti16's are \['augreg'\]\). Received: weights='imagenet21k'"),
+        ("imagenet21k", r"known checkpoint name \(or its part after '/' for a model built by that variant's builder; ViT_Ti16's are \['augreg'\]\)\..*list_checkpoints\(\) lists all \d+\. Received: checkpoint='imagenet21k'"),
     ],
 )
 def test_known_name_that_does_not_fit_the_model(vit_ti16, name, message):
@@ -285,7 +286,7 @@ def served(tmp_path, monkeypatch):
     """A known checkpoint without a pinned hash, served from a local file:// address."""
     monkeypatch.setattr(keras.utils, "get_file", GET_FILE)  # from the local file only
     source = save_npz(tmp_path / "served.npz", official_npz_arrays())
-    monkeypatch.setitem(registry.KNOWN_CHECKPOINTS, "Tiny/served", registry.KnownCheckpoint(f"file://{source}"))
+    monkeypatch.setitem(checkpoints.KNOWN_CHECKPOINTS, "Tiny/served", checkpoints.KnownCheckpoint(f"file://{source}"))
     monkeypatch.setattr(registry, "CACHE_DIR", str(tmp_path / "cache"))
     return tmp_path / "cache" / "models" / "keras_vit" / "served.npz"
 
@@ -312,7 +313,7 @@ def test_damaged_hash_record_is_refused(served):
 def test_tampered_file_with_a_pinned_hash_is_refused_and_removed(served, monkeypatch, tmp_path):
     source = tmp_path / "served.npz"
     pinned = hashlib.sha256(source.read_bytes()).hexdigest()
-    monkeypatch.setitem(registry.KNOWN_CHECKPOINTS, "Tiny/served", registry.KnownCheckpoint(f"file://{source}", pinned))
+    monkeypatch.setitem(checkpoints.KNOWN_CHECKPOINTS, "Tiny/served", checkpoints.KnownCheckpoint(f"file://{source}", pinned))
     keras_vit.load_weights(tiny(), "Tiny/served")
     served.write_bytes(served.read_bytes() + b"tampered")
     assert_fails_unchanged("Tiny/served", rf"corrupt or incomplete: its sha256 is not the recorded {pinned} but [0-9a-f]{{64}}. The file {re.escape(str(served))} was removed")

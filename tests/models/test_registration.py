@@ -8,7 +8,7 @@ import types
 import pytest
 
 import keras_vit
-from keras_vit import architectures, families
+from keras_vit import architectures, checkpoints, families
 from keras_vit.families import FamilySpec
 from keras_vit.models import axial, registration, variants
 from keras_vit.stubs import package_stub
@@ -29,6 +29,7 @@ def _tables():
         "families": dict(families.FAMILIES), "builders": dict(variants.BUILDERS),
         "architectures": dict(architectures.ARCHITECTURES), "variants": dict(variants.VARIANTS),
         "named": dict(variants.NAMED_BUILDERS), "without_checkpoints": dict(variants.WITHOUT_CHECKPOINTS),
+        "checkpoints": dict(checkpoints.KNOWN_CHECKPOINTS),
     }
 
 
@@ -43,10 +44,11 @@ def _tables():
     # A builder named as a function of the variants module would replace it.
     (_toy(builders={"build_variant": lambda: None}, architectures={}),
      r"Family 'Toy' registers names that exist already: \['build_variant'\]"),
-    (_toy(exports={"keras_vit.layers": {"GPSA": object}}),
-     r"Family 'Toy' registers keras_vit.layers exports that exist already: \['GPSA'\]"),
-    (_toy(exports={"keras_vit.layers": {"TransformerBlock": object}}),
-     r"Family 'Toy' registers keras_vit.layers exports that exist already: \['TransformerBlock'\]"),
+    (_toy(checkpoints={"ViT_B16/augreg": checkpoints.KNOWN_CHECKPOINTS["ViT_B16/augreg"]}),
+     r"Family 'Toy' registers checkpoints that exist already: \['ViT_B16/augreg'\]"),
+    # A record without the layout that picks its converter, or without its evaluation transform.
+    (_toy(checkpoints={"Toy_T/data": checkpoints.KnownCheckpoint("https://example.com/toy.npz")}),
+     r"Checkpoint 'Toy_T/data' has no layout or eval_config"),
     (_toy(builders={"backbone": lambda: None}, architectures={}),
      r"Family 'Toy' registers names that exist already: \['backbone'\]"),
     (_toy(checkpoint_layout=lambda fmt, arrays: None), r"Family 'Toy' gives `checkpoint_layout` without `convert`"),
@@ -114,9 +116,12 @@ def test_the_stub_writer_writes_the_whole_file_and_nothing_else(tmp_path, capsys
     assert [path.name for path in tmp_path.iterdir()] == ["stub.pyi"]
 
 
-def test_a_star_import_takes_the_families_exports_too():
+def test_a_familys_own_layers_and_tools_are_its_packages_only():
     namespace = {}
     exec("from keras_vit.layers import *", namespace)
-    assert {"GPSA", "GPSABlock", "SwinTransformerBlock", "AxialTransformerBlock", "TransformerBlock"} <= set(namespace)
-    exec("from keras_vit.analysis import *", namespace)
-    assert {"window_grids", "swin_forward_macs", "gpsa_gating", "axial_vit_forward_macs"} <= set(namespace)
+    assert "TransformerBlock" in namespace and not {"GPSA", "SwinTransformerBlock"} & set(namespace)
+    assert not hasattr(keras_vit.layers, "GPSA") and not hasattr(keras_vit.analysis, "window_grids")
+    from keras_vit.models import convit, swin
+
+    assert {"GPSA", "GPSABlock", "gpsa_gating"} <= set(convit.__all__)
+    assert {"SwinTransformerBlock", "window_grids", "swin_forward_macs"} <= set(swin.__all__)

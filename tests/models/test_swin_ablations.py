@@ -7,12 +7,8 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit.layers import (
-    AbsolutePositionEmbedding,
-    SwinTransformerBlock,
-    WindowAttention,
-)
-from keras_vit.models.swin import SWIN_POSITION_EMBEDDINGS, SwinTransformer
+from keras_vit.layers import AbsolutePositionEmbedding
+from keras_vit.models.swin import SWIN_POSITION_EMBEDDINGS, SwinTransformer, SwinTransformerBlock, WindowAttention
 from tests.testing import (
     ATOL,
     check_layer,

@@ -17,17 +17,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_vit.preprocessing.checkpoints import (
-    CHECKPOINT_PREPROCESSING,
-    TIMM_PREPROCESSING,
-    TIMM_PRETRAINED_TAGS,
-    EvalConfig,
-    eval_config,
-)
+from keras_vit.preprocessing.checkpoints import EvalConfig, eval_config
 from keras_vit.preprocessing.huggingface import eval_config_from_huggingface
 from keras_vit.preprocessing.evaluation import eval_transform
 from keras_vit.preprocessing.layers import EvalTransform
-from keras_vit.weights.registry import KNOWN_CHECKPOINTS
+from keras_vit.checkpoints import KNOWN_CHECKPOINTS
 
 # Mean absolute difference to timm's transform, in grey levels of [0, 255], over each
 # photograph. Measured (timm 1.0.31, Pillow 13, TensorFlow 2.21): at most 0.21 for every
@@ -67,15 +61,15 @@ def _numpy(x):
 
 
 def test_every_known_checkpoint_has_its_authors_and_timms_preprocessing():
-    assert set(CHECKPOINT_PREPROCESSING) == set(KNOWN_CHECKPOINTS)
-    assert set(TIMM_PREPROCESSING) == set(KNOWN_CHECKPOINTS)
     for name, checkpoint in KNOWN_CHECKPOINTS.items():
-        for table in (CHECKPOINT_PREPROCESSING, TIMM_PREPROCESSING):
+        assert eval_config(name) is checkpoint.eval_config, name
+        assert eval_config(name, reference="timm") is checkpoint.timm_eval_config, name
+        for config, authors in ((checkpoint.eval_config, True), (checkpoint.timm_eval_config, False)):
             # DINOv2's authors evaluate their 518 px checkpoints on 224 px crops (the model
             # resamples its position embeddings); every other checkpoint at its own size.
-            evaluated_at = 224 if table is CHECKPOINT_PREPROCESSING and name.startswith("DINOv2") else None
-            assert table[name].image_size == (evaluated_at or checkpoint.config["image_size"]), name
-            assert table[name].source, name
+            evaluated_at = 224 if authors and name.startswith("DINOv2") else None
+            assert config.image_size == (evaluated_at or checkpoint.config["image_size"]), name
+            assert config.source, name
 
 
 @pytest.mark.parametrize(
@@ -103,10 +97,12 @@ def test_the_authors_settings(name, resized, crop_mode, interpolation, antialias
 def test_timms_table_is_timms_pretrained_cfg():
     from runs.reference import timm
 
-    assert len(TIMM_PRETRAINED_TAGS) >= len(KNOWN_CHECKPOINTS) - 2
-    for name, tag in TIMM_PRETRAINED_TAGS.items():
-        expected = timm.models.get_pretrained_cfg(tag)
-        config = TIMM_PREPROCESSING[name]
+    tagged = {name: record for name, record in KNOWN_CHECKPOINTS.items() if record.timm_tag is not None}
+    # timm publishes no copy of two of the original ViT release's 384 px fine-tunes.
+    assert len(tagged) == len(KNOWN_CHECKPOINTS) - 2
+    for name, record in tagged.items():
+        expected = timm.models.get_pretrained_cfg(record.timm_tag)
+        config = record.timm_eval_config
         assert config.image_size == expected.input_size[-1], name
         assert config.crop_fraction == expected.crop_pct, name
         assert (config.crop_mode, config.interpolation) == (expected.crop_mode, expected.interpolation), name
@@ -117,8 +113,9 @@ def test_timms_table_is_timms_pretrained_cfg():
 def test_timm_is_an_option_never_the_default():
     assert eval_config("DeiT_S16/imagenet").crop_fraction == 0.875
     assert eval_config("DeiT_S16/imagenet", reference="timm").crop_fraction == 0.9
-    assert eval_transform("DeiT_S16/imagenet").config == CHECKPOINT_PREPROCESSING["DeiT_S16/imagenet"]
-    assert eval_transform("deit_s16/IMAGENET", reference="timm").config == TIMM_PREPROCESSING["DeiT_S16/imagenet"]
+    record = KNOWN_CHECKPOINTS["DeiT_S16/imagenet"]
+    assert eval_transform("DeiT_S16/imagenet").config == record.eval_config
+    assert eval_transform("deit_s16/IMAGENET", reference="timm").config == record.timm_eval_config
 
 
 # -- Against the reference code -------------------------------------------------------------------
@@ -214,9 +211,10 @@ def test_tf_data_refuses_float_pixels_outside_0_255(photographs):
 
 
 def test_unknown_names_are_refused_with_known_ones():
-    with pytest.raises(ValueError, match=r"DeiT_S16/imagenet'.*CHECKPOINT_PREPROCESSING.*name='DeiT_S16/imagenet2012'"):
+    with pytest.raises(ValueError, match=r"Close names: \['DeiT_S16/imagenet'.*list_checkpoints\(\) lists all "
+                                         r"\d+\. Received: name='DeiT_S16/imagenet2012'"):
         eval_transform("DeiT_S16/imagenet2012")
-    with pytest.raises(ValueError, match="Known names include"):
+    with pytest.raises(ValueError, match=r"'<Variant>/<checkpoint>'.*Received: name='resnet50'"):
         eval_transform("resnet50")
     with pytest.raises(ValueError, match=r"`reference` must be one of \('authors', 'timm'\)"):
         eval_transform("DeiT_S16/imagenet", reference="huggingface")

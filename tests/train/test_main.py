@@ -269,11 +269,12 @@ def test_dinov2_fine_tunes_from_the_command_line_with_its_head(tmp_path, idx_dir
 def test_an_offline_known_pretrained_name_is_one_line_that_names_the_local_route(tmp_path, capsys, monkeypatch):
     import dataclasses
 
+    from keras_vit import checkpoints
     from keras_vit.weights import registry
 
     # Offline as on a machine without a network: the address does not answer (here a missing file://).
-    known = registry.KNOWN_CHECKPOINTS["ViT_Ti16/augreg"]
-    monkeypatch.setitem(registry.KNOWN_CHECKPOINTS, "ViT_Ti16/augreg",
+    known = checkpoints.KNOWN_CHECKPOINTS["ViT_Ti16/augreg"]
+    monkeypatch.setitem(checkpoints.KNOWN_CHECKPOINTS, "ViT_Ti16/augreg",
                         dataclasses.replace(known, url=f"file://{tmp_path}/offline/{known.url.rsplit('/', 1)[-1]}"))
     monkeypatch.setattr(registry, "CACHE_DIR", str(tmp_path / "cache"))
     root = make_image_folder(tmp_path / "images", per_class=2, size=16)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit import inspection
+from keras_vit import checkpoints, inspection
 from keras_vit.architectures import ABLATION_DEFAULTS, ARCHITECTURES, architecture, mismatches
 from keras_vit.models.convit import ConViT, gpsa_blocks
 from keras_vit.models.convit.inspection import architecture_of as convit_arguments
@@ -100,8 +100,8 @@ def published(tmp_path, monkeypatch):
         variant = f"Tiny_{family}"
         monkeypatch.setitem(ARCHITECTURES, variant, (builder.__name__, sizes))
         monkeypatch.setitem(
-            registry.KNOWN_CHECKPOINTS, f"{variant}/published",
-            registry.KnownCheckpoint(f"file://{path}", config={**PUBLISHED, **ABLATION_DEFAULTS[builder.__name__]}),
+            checkpoints.KNOWN_CHECKPOINTS, f"{variant}/published",
+            checkpoints.KnownCheckpoint(f"file://{path}", config={**PUBLISHED, **ABLATION_DEFAULTS[builder.__name__]}),
         )
         return f"{variant}/published", model
 
@@ -178,7 +178,7 @@ def test_a_swin_model_without_a_second_block_reads_as_shifted():
 
 
 def test_every_known_checkpoint_fits_its_variant_with_the_default_switches():
-    for key, known in registry.KNOWN_CHECKPOINTS.items():
+    for key, known in checkpoints.KNOWN_CHECKPOINTS.items():
         builder, config = ARCHITECTURES[key.split("/")[0]]
         for arguments in (config, {**config, **known.config}):
             registry.check_fits(key, architecture(builder, arguments), key)
@@ -200,7 +200,7 @@ def test_a_variant_builder_refuses_its_checkpoint_for_an_ablation_before_buildin
     variant, switches, needs, tmp_path, monkeypatch
 ):
     monkeypatch.setattr(registry, "CACHE_DIR", str(tmp_path / "cache"))
-    key = next(k for k in registry.KNOWN_CHECKPOINTS if k.startswith(f"{variant}/"))
+    key = next(k for k in checkpoints.KNOWN_CHECKPOINTS if k.startswith(f"{variant}/"))
     with pytest.raises(ValueError, match=rf"'{re.escape(key)}' is one of {variant} and does not fit {variant}: "
                                          rf"`weights` needs [^(]*{needs}.*Nothing was downloaded"):
         getattr(keras_vit, variant)(weights=key.split("/")[1], **switches)
@@ -265,7 +265,7 @@ def test_switches_that_keep_the_weights_load_the_checkpoint(published, family, s
         assert keras_vit.load_weights(model, name).exact
     else:
         model = trainer_model(family, name, switches)
-    assert published.fetched == [registry.KNOWN_CHECKPOINTS[name].url]
+    assert published.fetched == [checkpoints.KNOWN_CHECKPOINTS[name].url]
     assert_weights_equal(model, reference)
     if family == "convit":
         # Frozen at the checkpoint's values: ConViT Table 3 (g) from a trained model.

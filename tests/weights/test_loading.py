@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import keras_vit
+from keras_vit import checkpoints
 from keras_vit.weights import registry
 from runs.reference import torch
 from tests.testing import set_random_weights, to_numpy
@@ -160,8 +161,12 @@ def test_missing_key_names_file_and_key(tmp_path):
 
 
 def test_missing_file_or_unknown_name():
-    with pytest.raises(ValueError, match=r"`weights` must be a checkpoint file or a known checkpoint name, one of \[.*'ViT_B16/imagenet21k'.*Received: weights='nope.npz'"):
+    # A path says that the file is missing first; a name gets the known ones close to it.
+    with pytest.raises(ValueError, match=r"`checkpoint` file not found: 'nope.npz' does not exist \(a known checkpoint "
+                                         r"name has no file extension, e.g. 'ViT_B16/augreg'\)"):
         keras_vit.load_weights(tiny(), "nope.npz")
+    with pytest.raises(ValueError, match=r"Close names: \['ViT_B16/imagenet21k'.*Received: checkpoint='ViT_B16/imagenet21"):
+        keras_vit.load_weights(tiny(), "ViT_B16/imagenet21")
 
 
 # ---- known names --------------------------------------------------------------
@@ -172,8 +177,8 @@ def registered(tmp_path, monkeypatch):
     """A known checkpoint served from a local file:// address, cached under tmp_path."""
     path = save_npz(tmp_path / "served.npz", official_npz_arrays(classes=7))
     digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
-    entry = registry.KnownCheckpoint(f"file://{path}", digest, {"num_classes": 7})
-    monkeypatch.setitem(registry.KNOWN_CHECKPOINTS, "Tiny/unit-test", entry)
+    entry = checkpoints.KnownCheckpoint(f"file://{path}", digest, {"num_classes": 7})
+    monkeypatch.setitem(checkpoints.KNOWN_CHECKPOINTS, "Tiny/unit-test", entry)
     monkeypatch.setattr(registry, "CACHE_DIR", str(tmp_path / "cache"))
     return entry
 
@@ -186,8 +191,8 @@ def test_known_name_downloads_into_the_cache_and_loads(registered, tmp_path):
 
 
 def test_corrupt_download_is_detected_and_removed(registered, monkeypatch, tmp_path):
-    bad = registry.KnownCheckpoint(registered.url, "0" * 64, registered.config)
-    monkeypatch.setitem(registry.KNOWN_CHECKPOINTS, "Tiny/unit-test", bad)
+    bad = checkpoints.KnownCheckpoint(registered.url, "0" * 64, registered.config)
+    monkeypatch.setitem(checkpoints.KNOWN_CHECKPOINTS, "Tiny/unit-test", bad)
     model = tiny(num_classes=7, name="tiny")
     before = weights_of(model)
     with pytest.raises(ValueError, match="corrupt or incomplete: its sha256 is not the recorded 0000"):
@@ -204,8 +209,8 @@ def test_builder_takes_a_known_name_and_its_settings(tmp_path, monkeypatch):
     source.save(path)
     digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
     monkeypatch.setitem(
-        registry.KNOWN_CHECKPOINTS, "ViT_Ti16/unit-test",
-        registry.KnownCheckpoint(f"file://{path}", digest, {"num_classes": 3, "image_size": 64}),
+        checkpoints.KNOWN_CHECKPOINTS, "ViT_Ti16/unit-test",
+        checkpoints.KnownCheckpoint(f"file://{path}", digest, {"num_classes": 3, "image_size": 64}),
     )
     monkeypatch.setattr(registry, "CACHE_DIR", str(tmp_path / "cache"))
     model = keras_vit.ViT_Ti16(weights="unit-test")

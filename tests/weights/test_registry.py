@@ -8,6 +8,7 @@ import pytest
 
 import keras_vit
 from keras_vit.architectures import ARCHITECTURES
+from keras_vit import checkpoints
 from keras_vit.weights import registry
 from tests.testing import set_random_weights, to_numpy
 from tests.weights.checkpoints import TINY, official_npz_arrays, save_npz
@@ -25,7 +26,7 @@ def sha256(path):
 def served(tmp_path, monkeypatch):
     """A known checkpoint without a pinned hash, served from a local file:// address."""
     source = save_npz(tmp_path / "served.npz", official_npz_arrays())
-    monkeypatch.setitem(registry.KNOWN_CHECKPOINTS, "Tiny/served", registry.KnownCheckpoint(f"file://{source}"))
+    monkeypatch.setitem(checkpoints.KNOWN_CHECKPOINTS, "Tiny/served", checkpoints.KnownCheckpoint(f"file://{source}"))
     monkeypatch.setattr(registry, "CACHE_DIR", str(tmp_path / "cache"))
     return str(tmp_path / "cache" / "models" / "keras_vit" / "served.npz")
 
@@ -58,19 +59,19 @@ def test_a_file_cached_before_records_existed_is_recorded_at_its_first_use(serve
     os.makedirs(os.path.dirname(served))
     with open(tmp_path / "served.npz", "rb") as src, open(served, "wb") as dst:
         dst.write(src.read())
-    assert registry.fetch(registry.KNOWN_CHECKPOINTS["Tiny/served"]) == served
+    assert registry.fetch(checkpoints.KNOWN_CHECKPOINTS["Tiny/served"]) == served
     assert open(f"{served}.sha256").read().split()[0] == sha256(served)
 
 
 def test_a_pinned_hash_is_checked_and_no_record_is_written(served, monkeypatch, tmp_path):
     source = str(tmp_path / "served.npz")
-    monkeypatch.setitem(registry.KNOWN_CHECKPOINTS, "Tiny/served", registry.KnownCheckpoint(f"file://{source}", sha256(source)))
+    monkeypatch.setitem(checkpoints.KNOWN_CHECKPOINTS, "Tiny/served", checkpoints.KnownCheckpoint(f"file://{source}", sha256(source)))
     assert keras_vit.load_weights(tiny(), "Tiny/served").exact
     assert not os.path.exists(f"{served}.sha256")
 
 
 def test_every_known_checkpoint_names_a_variant_whose_architecture_it_states():
-    for key in registry.KNOWN_CHECKPOINTS:
+    for key in checkpoints.KNOWN_CHECKPOINTS:
         variant = key.split("/")[0]
         assert variant in ARCHITECTURES, key
         architecture = registry.checkpoint_architecture(key)
@@ -85,8 +86,8 @@ def test_a_known_name_loads_into_a_renamed_model(tmp_path, monkeypatch):
     path = str(tmp_path / "ti.keras")
     source.save(path)
     monkeypatch.setitem(
-        registry.KNOWN_CHECKPOINTS, "ViT_Ti16/unit-test",
-        registry.KnownCheckpoint(f"file://{path}", config={"num_classes": 3, "image_size": 32}),
+        checkpoints.KNOWN_CHECKPOINTS, "ViT_Ti16/unit-test",
+        checkpoints.KnownCheckpoint(f"file://{path}", config={"num_classes": 3, "image_size": 32}),
     )
     monkeypatch.setattr(registry, "CACHE_DIR", str(tmp_path / "cache"))
     model = keras_vit.ViT_Ti16(weights="unit-test", name="renamed")
@@ -113,7 +114,7 @@ DEIT_HUB = {
 def test_deit_names_resolve_to_the_timm_hub_files(variant):
     from runs.reference import timm
 
-    key, known = registry.find_checkpoint("imagenet", variant)
+    key, known = checkpoints.find_checkpoint("imagenet", variant)
     assert key == f"{variant}/imagenet"
     tag = f"{DEIT_HUB[variant]}.fb_in1k"
     assert known.url == f"https://huggingface.co/timm/{tag}/resolve/main/model.safetensors"
@@ -168,7 +169,7 @@ def test_a_deit_name_loads_the_cached_timm_file(tmp_path, monkeypatch):
 def test_a_failed_download_is_one_message_that_names_the_local_routes(served, tmp_path, monkeypatch):
     # A file:// address that does not exist fails in `get_file` as an unreachable host does offline.
     origin = f"file://{tmp_path}/gone/served.npz"
-    monkeypatch.setitem(registry.KNOWN_CHECKPOINTS, "Tiny/served", registry.KnownCheckpoint(origin))
+    monkeypatch.setitem(checkpoints.KNOWN_CHECKPOINTS, "Tiny/served", checkpoints.KnownCheckpoint(origin))
     with pytest.raises(registry.CheckpointDownloadError) as caught:
         keras_vit.load_weights(tiny(), "Tiny/served")
     message = str(caught.value)
@@ -178,3 +179,67 @@ def test_a_failed_download_is_one_message_that_names_the_local_routes(served, tm
     # One message, no chained traceback, and nothing half-written in the cache.
     assert caught.value.__cause__ is None and caught.value.__suppress_context__
     assert not os.path.exists(served)
+
+
+# ---- the records ------------------------------------------------------------------
+
+
+def test_every_record_is_named_by_its_key_and_says_its_layout_and_transform():
+    for key, record in checkpoints.KNOWN_CHECKPOINTS.items():
+        assert record.name == key and record.variant == key.split("/")[0]
+        assert record.layout and record.eval_config.source, key
+        # The converter the layout picks is one the loader has (a family's, or ViT's own).
+        assert record.layout in {"official ViT", "timm ViT", "timm ConViT", "timm Swin", "timm DINOv2"}, key
+
+
+def test_users_list_the_checkpoints_and_read_one_record():
+    assert checkpoints.list_checkpoints() == sorted(checkpoints.KNOWN_CHECKPOINTS)
+    assert keras_vit.list_checkpoints("vit_b16") == [
+        "ViT_B16/augreg", "ViT_B16/imagenet21k", "ViT_B16/imagenet21k+imagenet2012"]
+    record = keras_vit.get_checkpoint("deit_s16/IMAGENET")
+    assert (record.name, record.variant, record.layout) == ("DeiT_S16/imagenet", "DeiT_S16", "timm ViT")
+    assert record.timm_tag == "deit_small_patch16_224.fb_in1k" and record.url.endswith(f"/{record.timm_tag}/"
+                                                                                         "resolve/main/model.safetensors")
+    assert (record.eval_config.crop_fraction, record.timm_eval_config.crop_fraction) == (0.875, 0.9)
+    assert (record.top1, record.config["image_size"]) == (79.9, 224)
+
+
+@pytest.mark.parametrize("name, message", [
+    ("DeiT_S16/imagenet2012", r"Close names: \['DeiT_S16/imagenet'.*lists all \d+\. Received: name='DeiT_S16/imagenet2012'"),
+    ("weights/vit_b16.npz", r"`name` file not found: 'weights/vit_b16.npz' does not exist"),
+    (3, r"`name` must be a checkpoint file path or a known checkpoint name. Received: name=3"),
+])
+def test_an_unknown_record_is_refused_with_close_names_or_as_a_missing_file(name, message):
+    with pytest.raises(ValueError, match=message):
+        keras_vit.get_checkpoint(name)
+
+
+def test_a_record_is_registered_once_and_only_whole():
+    record = checkpoints.KNOWN_CHECKPOINTS["ViT_Ti16/augreg"]
+    before = dict(checkpoints.KNOWN_CHECKPOINTS)
+    with pytest.raises(ValueError, match=r"Checkpoints registered already: \['ViT_Ti16/augreg'\]"):
+        checkpoints.register_checkpoints({"ViT_Ti16/augreg": record})
+    with pytest.raises(ValueError, match=r"name must be its key.*Received: 'ViT_Ti16'"):
+        checkpoints.register_checkpoints({"ViT_Ti16": record})
+    with pytest.raises(ValueError, match=r"Checkpoint 'ViT_Ti16/other' has no layout"):
+        checkpoints.register_checkpoints({"ViT_Ti16/fine": record.__class__(record.url, layout="official ViT",
+                                                                             eval_config=record.eval_config),
+                                          "ViT_Ti16/other": record.__class__(record.url,
+                                                                             eval_config=record.eval_config)})
+    assert checkpoints.KNOWN_CHECKPOINTS == before
+
+
+def test_a_downloaded_file_of_another_layout_than_its_record_is_refused(tmp_path, monkeypatch):
+    # The record's layout picks the converter: a `.keras` file served under a `.npz` record's name is not it.
+    source = tiny()
+    path = tmp_path / "served.keras"
+    source.save(path)
+    monkeypatch.setitem(checkpoints.KNOWN_CHECKPOINTS, "Tiny/served", checkpoints.KnownCheckpoint(
+        f"file://{path}", name="Tiny/served", layout="official ViT"))
+    monkeypatch.setattr(registry, "CACHE_DIR", str(tmp_path / "cache"))
+    model = tiny()
+    before = [to_numpy(w).copy() for w in model.weights]
+    with pytest.raises(ValueError, match=r"served.keras holds a checkpoint in the keras_vit layout, but 'Tiny/served' "
+                                         r"was published in the official ViT layout: the file is not that checkpoint"):
+        keras_vit.load_weights(model, "Tiny/served")
+    assert all(np.array_equal(a, to_numpy(b)) for a, b in zip(before, model.weights))

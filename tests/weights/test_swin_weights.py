@@ -16,6 +16,7 @@ import pytest
 import keras_vit
 from keras_vit.models.swin import SwinTransformer
 from keras_vit.models.swin.checkpoints import timm_key_map
+from keras_vit import checkpoints
 from keras_vit.weights import registry
 from keras_vit.weights.conversion import convert_checkpoint
 from keras_vit.models.swin.checkpoints import SWIN_POSITION
@@ -480,7 +481,7 @@ def test_wrong_transformers_entries_are_named(tmp_path, edit, message):
 
 
 def test_swin_names_resolve_to_timm_hub_files():
-    key, known = registry.find_checkpoint("imagenet", "Swin_T")
+    key, known = checkpoints.find_checkpoint("imagenet", "Swin_T")
     assert key == "Swin_T/imagenet"
     assert known.url == "https://huggingface.co/timm/swin_tiny_patch4_window7_224.ms_in1k/resolve/main/model.safetensors"
     hub = {
@@ -488,7 +489,7 @@ def test_swin_names_resolve_to_timm_hub_files():
         "Swin_L/imagenet21k": ("swin_large_patch4_window7_224.ms_in22k", 21841, 224),
     }
     for key, (tag, classes, size) in hub.items():
-        known = registry.KNOWN_CHECKPOINTS[key]
+        known = checkpoints.KNOWN_CHECKPOINTS[key]
         assert f"/timm/{tag}/" in known.url
         assert (known.config["num_classes"], known.config["image_size"]) == (classes, size)
 

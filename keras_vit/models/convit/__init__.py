@@ -27,10 +27,7 @@ SPEC = FamilySpec(
     checkpoint_layout=checkpoints.checkpoint_layout,
     convert=checkpoints.convert,
     is_keras_file=checkpoints.is_keras_file,
-    known_checkpoints=checkpoints.known_checkpoints(),
-    preprocessing=checkpoints.evaluation_preprocessing(),
-    timm_preprocessing=checkpoints.timm_preprocessing(),
-    timm_tags=checkpoints.timm_tags(),
+    checkpoints=checkpoints.known_checkpoints(),
     model_kind="a ConViT",
     expected_files=(
         "a ConViT checkpoint: a timm ConViT state dict (.safetensors) or a keras_vit .keras file of a ConViT"

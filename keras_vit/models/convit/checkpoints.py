@@ -7,12 +7,14 @@ since the class token joins only after the last GPSA block. The ViT converter
 (`keras_vit.weights.converters.convert_timm`) reads the rest.
 """
 
+import dataclasses
+
 import numpy as np
 
 from keras_vit.models.convit.inspection import gpsa_blocks
 from keras_vit.preprocessing.checkpoints import IMAGENET_MEAN, IMAGENET_STD, EvalConfig
 from keras_vit.weights.converters import _sequence, convert_timm
-from keras_vit.weights.registry import timm_hub
+from keras_vit.checkpoints import timm_hub
 
 TIMM_CONVIT = "timm ConViT"
 
@@ -74,35 +76,25 @@ _RELEASES = {
 }
 
 
-def timm_tags():
-    """`"ConViT_*/imagenet"` -> timm's model tag of the same weights."""
-    return {f"{variant}/imagenet": tag for variant, (tag, _) in _RELEASES.items()}
-
-
-def known_checkpoints():
-    """ConViT (d'Ascoli et al. 2021), ImageNet-1k, as published on the timm hub."""
-    return {f"{variant}/imagenet": timm_hub(tag, **_SETTINGS, top1=top1, top1_source=_TABLE_1)
-            for variant, (tag, top1) in _RELEASES.items()}
-
-
-_EVAL = (
+_EVAL = EvalConfig(
+    224, "bicubic", 0.875, "center", True, True, IMAGENET_MEAN, IMAGENET_STD,
     "facebookresearch/convit datasets.py build_transform (eval): transforms.Resize(int((256 / 224) * "
     "input_size), interpolation=3 [bicubic]), CenterCrop(input_size), Normalize(IMAGENET_DEFAULT_MEAN, "
-    "IMAGENET_DEFAULT_STD)"
+    "IMAGENET_DEFAULT_STD)",
 )
 
 
-def evaluation_preprocessing():
-    """`"ConViT_*/imagenet"` -> the authors' evaluation transform: bicubic to 256/224, centre crop."""
-    config = EvalConfig(224, "bicubic", 0.875, "center", True, True, IMAGENET_MEAN, IMAGENET_STD, _EVAL)
-    return dict.fromkeys(timm_tags(), config)
-
-
-def timm_preprocessing():
+def _timm_eval(tag):
     """timm's `pretrained_cfg` (timm/models/convit.py's `_cfg` sets no crop_pct: timm's default, 0.875)."""
-    return {
-        name: EvalConfig(224, "bicubic", 0.875, "center", True, True, IMAGENET_MEAN, IMAGENET_STD,
-                         f"timm pretrained_cfg of {tag!r}: crop_pct=0.875, interpolation='bicubic', "
-                         "crop_mode='center'")
-        for name, tag in timm_tags().items()
-    }
+    return EvalConfig(224, "bicubic", 0.875, "center", True, True, IMAGENET_MEAN, IMAGENET_STD,
+                      f"timm pretrained_cfg of {tag!r}: crop_pct=0.875, interpolation='bicubic', crop_mode='center'")
+
+
+def known_checkpoints():
+    """ConViT (d'Ascoli et al. 2021), ImageNet-1k, as published on the timm hub: `"ConViT_*/imagenet"` -> record."""
+    records = {}
+    for variant, (tag, top1) in _RELEASES.items():
+        hub = timm_hub(tag, **_SETTINGS, top1=top1, top1_source=_TABLE_1)
+        records[f"{variant}/imagenet"] = dataclasses.replace(
+            hub, layout=TIMM_CONVIT, eval_config=_EVAL, timm_eval_config=_timm_eval(tag), timm_tag=tag)
+    return records

@@ -25,10 +25,7 @@ SPEC = FamilySpec(
     checkpoint_layout=checkpoints.checkpoint_layout,
     convert=checkpoints.convert,
     is_keras_file=lambda arrays: any(key.endswith("/ls1/gamma") for key in arrays),
-    known_checkpoints=checkpoints.known_checkpoints(),
-    preprocessing=checkpoints.evaluation_preprocessing(),
-    timm_preprocessing=checkpoints.timm_preprocessing(),
-    timm_tags=checkpoints.timm_tags(),
+    checkpoints=checkpoints.known_checkpoints(),
     expected_files=(
         "a DINOv2 checkpoint: a timm `vit_*_patch14[_reg4]_dinov2` or transformers `Dinov2Model` / "
         "`Dinov2WithRegistersModel` state dict (.safetensors) or a keras_vit .keras file of a DINOv2 model"

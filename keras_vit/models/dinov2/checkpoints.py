@@ -27,7 +27,7 @@ import numpy as np
 from keras_vit.preprocessing.checkpoints import IMAGENET_MEAN, IMAGENET_STD, EvalConfig
 from keras_vit.weights.converters import convert_timm
 from keras_vit.weights.huggingface import QKV, fuse_qkv, rename_block_entry
-from keras_vit.weights.registry import KnownCheckpoint
+from keras_vit.checkpoints import KnownCheckpoint
 
 TIMM_DINOV2, TRANSFORMERS_DINOV2 = "timm DINOv2", "transformers DINOv2"
 
@@ -169,45 +169,29 @@ _TRAINED = {"num_channels": 3, "image_size": 518, "include_top": False, "preproc
 _TIMM_NAMES = {"S": "small", "B": "base", "L": "large", "G": "giant"}
 
 
-def known_checkpoints():
-    """`"DINOv2_<size>14[_reg4]/lvd142m"` -> `KnownCheckpoint` (timm's `*.lvd142m` files)."""
-    return {
-        key: KnownCheckpoint(f"{_HUB}/{tag}/resolve/main/model.safetensors", config=dict(_TRAINED),
-                             top1_source="none: a features-only model, without a classifier head")
-        for key, tag in timm_tags().items()
-    }
-
-
 _EVAL_SOURCE = (
     "facebookresearch/dinov2 dinov2/data/transforms.py make_classification_eval_transform: "
     "transforms.Resize(resize_size, interpolation=BICUBIC) of the PIL image, CenterCrop(crop_size), "
     "Normalize(IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD), with resize_size=256, crop_size=224"
 )
+# DINOv2 evaluates its frozen features on 224 px centre crops of images resized to 256 (the
+# position embeddings resampled from 518), not at the 518 px the models were trained at.
+_EVAL = EvalConfig(224, "bicubic", 0.875, "center", True, True, IMAGENET_MEAN, IMAGENET_STD, _EVAL_SOURCE)
+# timm's `pretrained_cfg` for the same files resizes to 518 without a crop instead.
+_TIMM_EVAL = EvalConfig(
+    518, "bicubic", 1.0, "center", True, True, IMAGENET_MEAN, IMAGENET_STD,
+    "timm vision_transformer.py default_cfgs 'vit_*_patch14*_dinov2.lvd142m': input_size 518, crop_pct 1.0",
+)
 
 
-def evaluation_preprocessing():
-    """`"DINOv2_*/lvd142m"` -> the evaluation transform of DINOv2's linear and k-NN evaluations.
-
-    DINOv2 evaluates its frozen features on 224 px centre crops of images
-    resized to 256 (the position embeddings resampled from 518), not at the
-    518 px the models were trained at; timm's `pretrained_cfg` resizes to 518
-    without a crop instead (`reference="timm"`).
-    """
-    config = EvalConfig(224, "bicubic", 0.875, "center", True, True, IMAGENET_MEAN, IMAGENET_STD, _EVAL_SOURCE)
-    return dict.fromkeys(timm_tags(), config)
-
-
-def timm_tags():
-    """`"DINOv2_*/lvd142m"` -> timm's model tag of the same weights."""
+def known_checkpoints():
+    """`"DINOv2_<size>14[_reg4]/lvd142m"` -> its record (timm's `*.lvd142m` files, Meta's weights)."""
     return {
-        f"DINOv2_{size}14{registers}/lvd142m": f"vit_{timm_size}_patch14{registers}_dinov2.lvd142m"
+        f"DINOv2_{size}14{registers}/lvd142m": KnownCheckpoint(
+            f"{_HUB}/{tag}/resolve/main/model.safetensors", config=dict(_TRAINED),
+            top1_source="none: a features-only model, without a classifier head", layout=TIMM_DINOV2,
+            eval_config=_EVAL, timm_eval_config=_TIMM_EVAL, timm_tag=tag)
         for size, timm_size in _TIMM_NAMES.items()
         for registers in ("", "_reg4")
+        for tag in (f"vit_{timm_size}_patch14{registers}_dinov2.lvd142m",)
     }
-
-
-def timm_preprocessing():
-    """timm's `pretrained_cfg` for the same files: 518 px, `crop_pct=1.0`, bicubic."""
-    source = "timm vision_transformer.py default_cfgs 'vit_*_patch14*_dinov2.lvd142m': input_size 518, crop_pct 1.0"
-    config = EvalConfig(518, "bicubic", 1.0, "center", True, True, IMAGENET_MEAN, IMAGENET_STD, source)
-    return dict.fromkeys(timm_tags(), config)

@@ -28,10 +28,7 @@ SPEC = FamilySpec(
     checkpoint_layout=checkpoints.checkpoint_layout,
     convert=checkpoints.convert,
     is_keras_file=checkpoints.is_keras_file,
-    known_checkpoints=releases.known_checkpoints(),
-    preprocessing=releases.evaluation_preprocessing(),
-    timm_preprocessing=releases.timm_preprocessing(),
-    timm_tags=releases.timm_tags(),
+    checkpoints=releases.known_checkpoints(),
     model_kind="a SwinTransformer",
     expected_files=(
         "a Swin checkpoint: a timm, Microsoft or transformers Swin state dict (.safetensors) or a keras_vit "

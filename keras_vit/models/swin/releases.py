@@ -1,7 +1,10 @@
 """Swin's published checkpoints (Microsoft's release, as timm publishes it) and their evaluation transforms."""
 
+import dataclasses
+
 from keras_vit.preprocessing.checkpoints import IMAGENET_MEAN, IMAGENET_STD, EvalConfig
-from keras_vit.weights.registry import timm_hub
+from keras_vit.models.swin.checkpoints import TIMM_SWIN
+from keras_vit.checkpoints import timm_hub
 
 # The settings of every Swin checkpoint besides its variant's table entry: the
 # builder's defaults, stated so that a model built otherwise is refused before
@@ -34,32 +37,6 @@ def _files():
             for data, tag in _DATA if data != "imagenet" or top1_imagenet is not None]
 
 
-def timm_tags():
-    """`"Swin_*/<data>"` -> timm's model tag of the same weights (Microsoft's release as timm publishes it)."""
-    return {name: tag for name, tag, _ in _files()}
-
-
-def known_checkpoints():
-    """Every Swin checkpoint (Liu et al. 2021, Sec. 4.1): ImageNet-22k, its 1k fine-tune, and (T, S, B) 1k.
-
-    Named as the other families' are, by the data: `imagenet` (timm's `ms_in1k`),
-    `imagenet21k` (`ms_in22k`), `imagenet21k+imagenet2012` (`ms_in22k_ft_in1k`).
-    The top-1 figures are MODELHUB.md's, of the released files (Swin-T's and
-    Swin-S's differ by 0.1-0.2 from the paper's Table 1, which trained others).
-    """
-    entries = {}
-    for variant, model, top1_fine_tuned, top1_imagenet, image_size in _RELEASES:
-        config = {**_SETTINGS, "image_size": image_size}
-        entries[f"{variant}/imagenet21k+imagenet2012"] = timm_hub(
-            f"{model}.ms_in22k_ft_in1k", **config, num_classes=1000, top1=top1_fine_tuned, top1_source=_HUB)
-        entries[f"{variant}/imagenet21k"] = timm_hub(
-            f"{model}.ms_in22k", **config, num_classes=_I22K_CLASSES, top1_source="none: an ImageNet-22k head")
-        if top1_imagenet is not None:
-            entries[f"{variant}/imagenet"] = timm_hub(
-                f"{model}.ms_in1k", **config, num_classes=1000, top1=top1_imagenet, top1_source=_HUB)
-    return entries
-
-
 _EVAL = (
     "microsoft/Swin-Transformer data/build.py build_transform (eval) with config.py TEST.CROP=True, "
     "DATA.INTERPOLATION='bicubic': transforms.Resize(int((256 / 224) * IMG_SIZE)), CenterCrop(IMG_SIZE), "
@@ -76,33 +53,48 @@ _EVAL_384_I22K = (
 )
 
 
-def evaluation_preprocessing():
-    """`"Swin_*/<data>"` -> the evaluation transform of Microsoft's code.
+def _authors_eval(name, image_size):
+    """The evaluation transform of Microsoft's code for the file `name`.
 
     At 224 px a bicubic resize of the shorter side to 256/224 of the size and a
     centre crop; the 384 px fine-tuning configs set `TEST.CROP` to False: a
     bicubic resize of the whole image to 384 x 384.
     """
-    table = {}
-    for name, _, image_size in _files():
-        if image_size == 384:
-            source = _EVAL_384_I22K if name.endswith("/imagenet21k") else _EVAL_384
-            table[name] = EvalConfig(384, "bicubic", 1.0, "squash", True, True, IMAGENET_MEAN, IMAGENET_STD, source)
-        else:
-            table[name] = EvalConfig(224, "bicubic", 0.875, "center", True, True, IMAGENET_MEAN, IMAGENET_STD, _EVAL)
-    return table
+    if image_size == 384:
+        source = _EVAL_384_I22K if name.endswith("/imagenet21k") else _EVAL_384
+        return EvalConfig(384, "bicubic", 1.0, "squash", True, True, IMAGENET_MEAN, IMAGENET_STD, source)
+    return EvalConfig(224, "bicubic", 0.875, "center", True, True, IMAGENET_MEAN, IMAGENET_STD, _EVAL)
 
 
-def timm_preprocessing():
-    """timm's `pretrained_cfg` for the same files (timm/models/swin_transformer.py, timm 1.0.31).
+def _timm_eval(tag, image_size):
+    """timm's `pretrained_cfg` for the same file (timm/models/swin_transformer.py, timm 1.0.31).
 
     `_cfg`'s `crop_pct` 0.9, and 1.0 at 384 px; bicubic, centre crop.
     """
-    table = {}
-    for name, tag, image_size in _files():
-        crop_pct = 0.9 if image_size == 224 else 1.0
-        source = f"timm pretrained_cfg of {tag!r}: crop_pct={crop_pct}, interpolation='bicubic', crop_mode='center'"
-        table[name] = EvalConfig(image_size, "bicubic", crop_pct, "center", True, True, IMAGENET_MEAN, IMAGENET_STD,
-                                 source)
-    return table
+    crop_pct = 0.9 if image_size == 224 else 1.0
+    source = f"timm pretrained_cfg of {tag!r}: crop_pct={crop_pct}, interpolation='bicubic', crop_mode='center'"
+    return EvalConfig(image_size, "bicubic", crop_pct, "center", True, True, IMAGENET_MEAN, IMAGENET_STD, source)
 
+
+def known_checkpoints():
+    """Every Swin checkpoint (Liu et al. 2021, Sec. 4.1): ImageNet-22k, its 1k fine-tune, and (T, S, B) 1k.
+
+    Named as the other families' are, by the data: `imagenet` (timm's `ms_in1k`),
+    `imagenet21k` (`ms_in22k`), `imagenet21k+imagenet2012` (`ms_in22k_ft_in1k`).
+    The top-1 figures are MODELHUB.md's, of the released files (Swin-T's and
+    Swin-S's differ by 0.1-0.2 from the paper's Table 1, which trained others).
+    Each is Microsoft's file as timm publishes it, in timm's layout.
+    """
+    top1 = {}
+    for variant, _, top1_fine_tuned, top1_imagenet, _ in _RELEASES:
+        top1[f"{variant}/imagenet21k+imagenet2012"] = (1000, top1_fine_tuned, _HUB)
+        top1[f"{variant}/imagenet21k"] = (_I22K_CLASSES, None, "none: an ImageNet-22k head")
+        top1[f"{variant}/imagenet"] = (1000, top1_imagenet, _HUB)
+    records = {}
+    for name, tag, image_size in _files():
+        num_classes, figure, source = top1[name]
+        hub = timm_hub(tag, **_SETTINGS, image_size=image_size, num_classes=num_classes, top1=figure,
+                       top1_source=source)
+        records[name] = dataclasses.replace(hub, layout=TIMM_SWIN, eval_config=_authors_eval(name, image_size),
+                                            timm_eval_config=_timm_eval(tag, image_size), timm_tag=tag)
+    return records

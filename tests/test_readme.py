@@ -54,7 +54,10 @@ def test_readme_main_command_installs_the_trainer():
 
 def test_readme_is_a_landing_page_whose_links_resolve():
     text = README.read_text()
-    assert len(text.splitlines()) <= 150
+    # A quickstart: measurements with their machines and dates live in BENCHMARKS.md, history in CHANGELOG.md.
+    assert len(text.splitlines()) <= 80
+    assert not re.findall(r"\b20\d\d-\d\d-\d\d\b", text), "a date in the README"
+    assert not re.findall(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b", text), "a commit hash in the README"
     targets = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
     assert targets
     missing = [target for target in targets if "://" not in target and not (ROOT / target).exists()]

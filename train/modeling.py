@@ -12,13 +12,8 @@ TRAINER_ARGUMENTS = ("image_size", "num_classes", "num_channels")
 
 
 def general_builders():
-    """`{name: builder}` of every family's general builder: ViT's, and each registered family's."""
-    from keras_vit.families import FAMILIES
-
-    builders = {"VisionTransformer": keras_vit.VisionTransformer}
-    for spec in FAMILIES.values():
-        builders.update(spec.builders)
-    return builders
+    """`{name: builder}` of every family's general builder (`VisionTransformer`, `DINOv2`, ...), from the registry."""
+    return dict(keras_vit.models.BUILDERS)
 
 
 def builder_for(name):

@@ -302,9 +302,7 @@ class AbsolutePositionEmbedding(keras.layers.Layer):
     """Adds a learned `(H, W, C)` position embedding to a feature map (Swin's `ape`).
 
     The optional absolute position embedding of Swin Sec. 3.1 (Table 4
-    "abs. pos."), added to the patch embedding. Its registered name,
-    `keras_vit>AbsolutePositionEmbedding`, is the one it had in
-    `keras_vit.models.swin`, so `.keras` files saved before the move load.
+    "abs. pos."), added to the patch embedding.
 
     Args:
         initializer: Initializer of the embedding. Defaults to a truncated

@@ -83,3 +83,18 @@ def test_a_run_of_the_command_line_checks_its_configuration_once(tmp_path, monke
     data = make_idx_dataset(tmp_path / "data", train=32, test=8)
     assert call_main(list(tiny_flags(tmp_path / "run", data, "--steps=1", "--warmup_steps=0"))) == 0
     assert len(calls) == 1
+
+
+def test_every_registered_builder_and_named_variant_is_a_model_flag():
+    # The trainer keeps no list of families: what the registry holds, `--model` takes.
+    import dataclasses
+
+    import keras_vit
+    from train.checks import check_model
+    from train.configs import TrainConfig
+
+    for name in [*keras_vit.models.BUILDERS, *keras_vit.VARIANTS]:
+        check_model(dataclasses.replace(TrainConfig(), model=name))
+    assert {"VisionTransformer", "ConViT", "SwinTransformer", "AxialViT", "DINOv2"} <= set(keras_vit.models.BUILDERS)
+    with pytest.raises(ValueError, match=r"--model must be a builder name .*Did you mean 'DINOv2'\?"):
+        check_model(dataclasses.replace(TrainConfig(), model="DINOv3"))

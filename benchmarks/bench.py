@@ -3,6 +3,7 @@
     python benchmarks/bench.py --variants=ViT_Ti16,ViT_B16 --batch_sizes=32 --modes=train,infer --vs=timm
     python benchmarks/bench.py --variants=Swin_T --batch_sizes=32 --modes=train,infer --vs=timm
     python benchmarks/bench.py --variants=ViT_B16 --modes=train,fit   # train_on_batch beside model.fit
+    python benchmarks/bench.py --variants=ViT_Ti16 --vs=timm --isa=avx2   # both capped at AVX2
 
 For every (framework, variant, image size, batch size, mode) one fresh process
 builds the model, times the first step apart (tracing and XLA compilation), then
@@ -14,7 +15,12 @@ the median of the R paired ratios. Model FLOP
 utilisation (MFU) is the achieved FLOP/s (analytic FLOPs, `keras_vit.analysis.flops`:
 train = 6 x forward MACs) over the peak FLOP/s of a large matrix product measured
 on the same machine with the same framework and precision. Prints a Markdown table;
-`--output` also writes it (temporary file, then rename).
+`--output` also writes it (temporary file, then rename). The header names the
+CPU's instruction sets; `--isa=native|avx2` caps both frameworks at that ISA
+(`benchmarks/cpu_isa.py`: XLA, oneDNN and PyTorch's switches) and probes each
+in a fresh process: the ISA oneDNN dispatches at, PyTorch's capability, and a
+float32 product's error against float64, so that neither side runs silently in
+bfloat16.
 """
 
 import argparse
@@ -31,6 +37,7 @@ sys.path.insert(0, ROOT)
 from runs.reporting import (  # noqa: E402
     check_positive, depth_overrides, emit_result, median_run, rate, run_measurement, write_atomic,
 )
+from benchmarks.cpu_isa import ISAS, capped_environment, describe, machine_isa, probe  # noqa: E402
 from train.cpu_allocator import use_bfc_cpu_allocator  # noqa: E402
 
 TIMM_NAMES = {
@@ -44,7 +51,24 @@ TIMM_NAMES = {
     "Swin_T": "swin_tiny_patch4_window7_224", "Swin_S": "swin_small_patch4_window7_224",
     "Swin_B": "swin_base_patch4_window7_224", "Swin_L": "swin_large_patch4_window7_224",
     "Swin_B384": "swin_base_patch4_window12_384", "Swin_L384": "swin_large_patch4_window12_384",
+    "DINOv2_S14": "vit_small_patch14_dinov2", "DINOv2_B14": "vit_base_patch14_dinov2",
 }
+
+
+def classifier_arguments(variant):
+    """`(keras_kwargs, timm_kwargs)` giving a variant that is headless by default (DINOv2) a 1000-class head.
+
+    Every row trains and runs a classifier, so that a feature extractor is timed on the
+    same work as the others, on both sides.
+    """
+    import inspect
+
+    import keras_vit
+
+    include_top = inspect.signature(keras_vit.VARIANTS[variant][0]).parameters.get("include_top")
+    if include_top is not None and include_top.default is False:
+        return {"include_top": True, "num_classes": 1000}, {"num_classes": 1000}
+    return {}, {}
 
 
 # train: `train_on_batch`, one step per call; infer: `predict_on_batch`; fit: `model.fit` with
@@ -142,7 +166,8 @@ def run_keras(variant, image_size, batch_size, mode, steps, precision, remat, de
     import keras_vit
     from keras_vit.analysis.flops import inference_flops, train_flops
 
-    kwargs = dict(image_size=image_size, remat=remat, **depth_overrides(variant, depth)[0])
+    kwargs = dict(image_size=image_size, remat=remat, **depth_overrides(variant, depth)[0],
+                  **classifier_arguments(variant)[0])
     if precision == "bfloat16":
         kwargs["dtype"] = "mixed_bfloat16"
     model = keras_vit.build_variant(variant, **kwargs)
@@ -197,7 +222,8 @@ def run_timm(variant, image_size, batch_size, mode, steps, precision, compile_mo
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     keras_depth, timm_depth = depth_overrides(variant, depth)
-    model = timm.create_model(TIMM_NAMES[variant], img_size=image_size, **timm_depth).to(device)
+    keras_head, timm_head = classifier_arguments(variant)
+    model = timm.create_model(TIMM_NAMES[variant], img_size=image_size, **timm_depth, **timm_head).to(device)
     x = torch.rand(batch_size, 3, image_size, image_size, device=device)
     y = torch.arange(batch_size, device=device) % 1000
     autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bfloat16")
@@ -205,7 +231,7 @@ def run_timm(variant, image_size, batch_size, mode, steps, precision, compile_mo
     # Only its FLOPs are counted, from the layers' shapes: no weights need to exist (on JAX their
     # initialisation would compile one program per variable).
     with keras.StatelessScope(initialize_variables=False):
-        keras_model = keras_vit.build_variant(variant, image_size=image_size, **keras_depth)
+        keras_model = keras_vit.build_variant(variant, image_size=image_size, **keras_depth, **keras_head)
     if mode == "train":
         model.train()
         optimizer = torch.optim.AdamW(model.parameters(), 1e-4)
@@ -279,8 +305,11 @@ def paired_ratio(keras_runs, timm_runs):
     return statistics.median(k["images_per_s"] / t["images_per_s"] for k, t in zip(keras_runs, timm_runs))
 
 
-def table(results, args):
-    """Markdown table; `results` maps (framework, variant, px, batch, mode) to that configuration's runs."""
+def table(results, args, probes=None):
+    """Markdown table; `results` maps (framework, variant, px, batch, mode) to that configuration's runs.
+
+    `probes` (`{framework: cpu_isa.probe(...)}`, with `--isa`) adds what each framework ran at.
+    """
     import keras
 
     header = ("| framework | variant | px | batch | mode | compile s | images/s | runs | peak MiB | "
@@ -306,7 +335,8 @@ def table(results, args):
     settings = (f"backend={os.environ.get('KERAS_BACKEND', 'tensorflow')}, keras {keras.__version__}, "
                 f"precision={args.precision}, remat={args.remat}, timm compiled={args.timm_compile}, "
                 f"steps={args.steps} (median), repeats={args.repeats}")
-    return "\n".join([f"Machine: {machine}. {settings}. Date: {time.strftime('%Y-%m-%d')}.", "", *lines])
+    isa = describe(args.isa, probes) if probes else f"CPU: {machine_isa()}"
+    return "\n".join([f"Machine: {machine}. {isa}. {settings}. Date: {time.strftime('%Y-%m-%d')}.", "", *lines])
 
 
 def main():
@@ -330,6 +360,8 @@ def main():
     parser.add_argument("--depth", type=int, default=None,
                         help="blocks (per stage for Swin) instead of the variant's, for smoke runs of the script")
     # One measurement (internal: each measurement runs in its own process).
+    parser.add_argument("--isa", choices=ISAS, default=None,
+                        help="cap both frameworks at this ISA and probe what each runs at (benchmarks/cpu_isa.py)")
     parser.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--framework", default="keras", help=argparse.SUPPRESS)
     parser.add_argument("--variant", help=argparse.SUPPRESS)
@@ -345,6 +377,11 @@ def main():
     import keras_vit
 
     check_positive(parser, args, "steps", "repeats", "depth", "peak_size")
+    probes = None
+    if args.isa is not None:
+        # Every measuring child inherits the cap; the probes check it took effect there.
+        os.environ.update(capped_environment(args.isa))
+        probes = {framework: probe(framework, args.isa) for framework in ["keras"] + (["timm"] if args.vs else [])}
     results = {}
     for variant in args.variants.split(","):
         if variant not in keras_vit.VARIANTS:
@@ -364,7 +401,7 @@ def main():
                             run = measure(framework, variant, image_size, batch_size, mode, args)
                             results[(framework, variant, image_size, batch_size, mode)].append(run)
                             print(run, file=sys.stderr, flush=True)
-    text = table(results, args)
+    text = table(results, args, probes)
     print(text)
     if args.output:
         write_atomic(args.output, text)

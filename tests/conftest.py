@@ -134,6 +134,8 @@ SLOW = {
     "bad_inputs/test_workdir.py::test_sigterm_handler_is_restored_when_training_ends",
     # bad_inputs/test_workdir_lock.py
     "bad_inputs/test_workdir_lock.py::test_a_second_trainer_is_refused_and_a_killed_ones_lock_is_taken_over",
+    # benchmarks/test_cpu_isa.py
+    "benchmarks/test_cpu_isa.py::test_capped_processes_report_avx2_and_compute_float32_products_in_float32",
     # benchmarks/test_device_profile.py
     "benchmarks/test_device_profile.py::test_a_cpu_run_attributes_the_step_to_every_kind",
     # benchmarks/test_distillation_script.py
@@ -148,6 +150,7 @@ SLOW = {
     # benchmarks/test_saved_residuals.py
     "benchmarks/test_saved_residuals.py::test_vit_b16_keeps_at_most_30_bytes_outside_attention_on_the_accelerator_path",
     # benchmarks/test_scripts.py
+    "benchmarks/test_scripts.py::test_a_feature_extractor_is_timed_as_a_classifier_of_timms_size_on_both_sides",
     "benchmarks/test_scripts.py::test_fast_paths_measures_each_case_and_remat_lowers_the_peak",
     "benchmarks/test_scripts.py::test_fast_paths_rejects_unknown_cases",
     "benchmarks/test_scripts.py::test_input_pipeline_benchmark_measures_every_source",

@@ -40,6 +40,24 @@ def test_repeats_give_the_median_run_and_the_median_paired_ratio():
     assert paired_ratio(keras_runs, [{"error": "x"}] * 3) is None
 
 
+def test_a_feature_extractor_is_timed_as_a_classifier_of_timms_size_on_both_sides():
+    # DINOv2 is headless by default on both sides: each gets the same 1000-class head.
+    import keras
+
+    import keras_vit
+    from benchmarks.bench import TIMM_NAMES, classifier_arguments
+    from runs.reference import timm
+
+    assert set(TIMM_NAMES) <= set(keras_vit.VARIANTS)
+    assert classifier_arguments("ViT_B16") == ({}, {})
+    keras_head, timm_head = classifier_arguments("DINOv2_S14")
+    assert keras_head == {"include_top": True, "num_classes": 1000} and timm_head == {"num_classes": 1000}
+    with keras.StatelessScope(initialize_variables=False):
+        model = keras_vit.DINOv2_S14(image_size=224, **keras_head)
+    reference = timm.create_model(TIMM_NAMES["DINOv2_S14"], img_size=224, **timm_head)
+    assert model.count_params() == sum(p.numel() for p in reference.parameters())
+
+
 def test_bench_rejects_unknown_variants():
     result = subprocess.run([sys.executable, "benchmarks/bench.py", "--variants=ViT_Q16"], capture_output=True,
                             text=True, cwd=ROOT, timeout=300)

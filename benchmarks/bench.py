@@ -61,12 +61,9 @@ def classifier_arguments(variant):
     Every row trains and runs a classifier, so that a feature extractor is timed on the
     same work as the others, on both sides.
     """
-    import inspect
+    from train.modeling import headless_by_default
 
-    import keras_vit
-
-    include_top = inspect.signature(keras_vit.VARIANTS[variant][0]).parameters.get("include_top")
-    if include_top is not None and include_top.default is False:
+    if headless_by_default(variant):
         return {"include_top": True, "num_classes": 1000}, {"num_classes": 1000}
     return {}, {}
 
@@ -359,9 +356,9 @@ def main():
     parser.add_argument("--output", default=None, help="also write the table to this file")
     parser.add_argument("--depth", type=int, default=None,
                         help="blocks (per stage for Swin) instead of the variant's, for smoke runs of the script")
-    # One measurement (internal: each measurement runs in its own process).
     parser.add_argument("--isa", choices=ISAS, default=None,
                         help="cap both frameworks at this ISA and probe what each runs at (benchmarks/cpu_isa.py)")
+    # One measurement (internal: each measurement runs in its own process).
     parser.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--framework", default="keras", help=argparse.SUPPRESS)
     parser.add_argument("--variant", help=argparse.SUPPRESS)

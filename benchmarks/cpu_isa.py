@@ -43,7 +43,7 @@ def machine_isa(cpuinfo=None):
             machine when None.
 
     Returns:
-        str, e.g. `"AVX-512 (avx512f, avx512_bf16, avx512_vnni)"`, `"AVX2 only
+        str, e.g. `"AVX-512 (avx512_bf16, avx512_vnni, avx512f)"`, `"AVX2 only
         (no AVX-512)"`, or the machine's architecture where it is not x86.
     """
     if cpuinfo is None:
@@ -82,7 +82,7 @@ def capped_environment(isa, environ=None):
         raise ValueError(f"`isa` must be one of {ISAS}. Received: isa={isa!r}")
     environ = dict(os.environ if environ is None else environ)
     environ.update(_CAPS.get(isa, {}))
-    if isa in _XLA_CAP:
+    if isa in _XLA_CAP and _XLA_CAP[isa] not in environ.get("XLA_FLAGS", "").split():
         environ["XLA_FLAGS"] = " ".join(filter(None, [environ.get("XLA_FLAGS", ""), _XLA_CAP[isa]]))
     return environ
 

@@ -29,7 +29,7 @@ class KnownCheckpoint:
     Attributes:
         url: str. Where to download it from.
         sha256: str or None. The file's pinned sha256 (hex); None for
-            trust-on-first-use verification (see the module docstring).
+            trust-on-first-use verification (`keras_vit.weights.registry`).
         config: dict. Builder arguments the checkpoint was trained with (e.g.
             `num_classes`, `representation_size`, `image_size`, `num_channels`);
             they are the defaults when a builder is given this checkpoint's name.
@@ -112,16 +112,26 @@ def register_checkpoints(records):
         if not isinstance(record, KnownCheckpoint):
             raise ValueError(f"Checkpoint {key!r} must be a KnownCheckpoint. Received: {record!r}")
         if not isinstance(key, str) or key.count("/") != 1 or record.name not in ("", key):
-            raise ValueError(f"A checkpoint's name must be its key, '<Variant>/<checkpoint>'. Received: {key!r}")
+            raise ValueError(f"A checkpoint's name must be its key, '<Variant>/<checkpoint>'. "
+                             f"Received: key={key!r}, name={record.name!r}")
         missing = [field for field in ("layout", "eval_config") if not getattr(record, field)]
         if missing:
             raise ValueError(f"Checkpoint {key!r} has no {' or '.join(missing)}.")
         named[key] = dataclasses.replace(record, name=key)
-    taken = sorted(set(named) & set(KNOWN_CHECKPOINTS))
+    # Names are looked up in any case, so two that differ only in case would hide one another.
+    seen = {}
+    for key in [*KNOWN_CHECKPOINTS, *named]:
+        seen.setdefault(key.lower(), []).append(key)
+    taken = sorted(key for keys in seen.values() if len(keys) > 1 for key in keys[1:])
     if taken:
-        raise ValueError(f"Checkpoints registered already: {taken}")
+        raise ValueError(f"Checkpoints registered already (names compare in any case): {taken}")
     KNOWN_CHECKPOINTS.update(named)
     return named
+
+
+def named_records(records):
+    """`records` (`{"<Variant>/<checkpoint>": KnownCheckpoint}`) with each record's `name` set to its key."""
+    return {key: dataclasses.replace(record, name=key) for key, record in records.items()}
 
 
 def list_checkpoints(variant=None):
@@ -156,7 +166,7 @@ def get_checkpoint(name):
     Raises:
         ValueError: for an unknown name, with close names.
     """
-    return find_checkpoint(name, argument="name")[1]
+    return find_checkpoint(name, argument="name", accepts_files=False)[1]
 
 
 def known_checkpoint(variant, name):
@@ -180,7 +190,7 @@ def _looks_like_a_path(name):
     return name.lower().endswith(_FILE_SUFFIXES) or name.startswith(("/", ".", "~")) or name.count("/") > 1
 
 
-def find_checkpoint(weights, variant=None, argument="weights"):
+def find_checkpoint(weights, variant=None, argument="weights", accepts_files=True):
     """Resolves a known checkpoint name; nothing is downloaded.
 
     Args:
@@ -190,6 +200,8 @@ def find_checkpoint(weights, variant=None, argument="weights"):
             belongs to; compared case-insensitively.
         argument: str. The caller's argument that holds `weights`, for the
             message. Defaults to `"weights"`.
+        accepts_files: bool. Whether the caller takes a file path too (and
+            has found none at `weights`), or full names only. Defaults to True.
 
     Returns:
         Tuple `(key, KnownCheckpoint)`, `key` as spelled in `KNOWN_CHECKPOINTS`.
@@ -199,20 +211,23 @@ def find_checkpoint(weights, variant=None, argument="weights"):
             first; an unknown name gets the variant's own names and close
             ones.
     """
+    what = "a checkpoint file path or a known checkpoint name" if accepts_files else "a known checkpoint name"
     if not isinstance(weights, (str, os.PathLike)):
-        raise ValueError(
-            f"`{argument}` must be a checkpoint file path or a known checkpoint name. "
-            f"Received: {argument}={weights!r} (of type {type(weights).__name__})"
-        )
+        raise ValueError(f"`{argument}` must be {what}. Received: {argument}={weights!r} "
+                         f"(of type {type(weights).__name__})")
     key = known_checkpoint_key(variant or "", weights)
     if key is not None:
         return key, KNOWN_CHECKPOINTS[key]
     name = os.fspath(weights)
     if isinstance(weights, os.PathLike) or _looks_like_a_path(name):
-        raise ValueError(
-            f"`{argument}` file not found: {name!r} does not exist (a known checkpoint name has no file "
-            f"extension, e.g. 'ViT_B16/augreg'). Received: {argument}={name!r}"
-        )
+        if not accepts_files:
+            raise ValueError(f"`{argument}` must be a known checkpoint name, '<Variant>/<checkpoint>' (e.g. "
+                             f"'ViT_B16/augreg'), not a file path. Received: {argument}={name!r}")
+        if not os.path.exists(os.path.expanduser(name)):
+            raise ValueError(
+                f"`{argument}` file not found: {name!r} does not exist (a known checkpoint name has no file "
+                f"extension, e.g. 'ViT_B16/augreg'). Received: {argument}={name!r}"
+            )
     # The checkpoints of the variant the name starts with, or of the model's own variant.
     own_variant = name.split("/")[0] if "/" in name else variant
     own = list_checkpoints(own_variant) if own_variant else []
@@ -220,8 +235,9 @@ def find_checkpoint(weights, variant=None, argument="weights"):
     close = difflib.get_close_matches(name if "/" in name else f"{variant or ''}/{name}", KNOWN_CHECKPOINTS,
                                       n=3, cutoff=0.6)
     close_hint = f" Close names: {close}." if close else ""
+    short = f" (or its part after '/' for a model built by that variant's builder{hint})" if accepts_files else (
+        f" ({hint[2:]})" if hint else "")
     raise ValueError(
-        f"`{argument}` must be a checkpoint file or a known checkpoint name (or its part after '/' for a "
-        f"model built by that variant's builder{hint}).{close_hint} keras_vit.list_checkpoints() lists all "
-        f"{len(KNOWN_CHECKPOINTS)}. Received: {argument}={name!r}"
+        f"`{argument}` must be {'a checkpoint file or ' if accepts_files else ''}a known checkpoint name{short}."
+        f"{close_hint} keras_vit.list_checkpoints() lists all {len(KNOWN_CHECKPOINTS)}. Received: {argument}={name!r}"
     )

@@ -26,11 +26,10 @@ from keras_vit.layers.position import TokenPositionEmbedding
 from keras_vit.layers.relative_attention import RelativeSelfAttention
 from keras_vit.layers.transformer import TransformerBlock
 
-# The family of the models without a folder (ViT, DeiT, hybrid), whose checkpoints
-# share weight names; a registered family names its own (`FamilySpec.name`).
+# The family of ViT, DeiT and the hybrid (`keras_vit/models/vit/`), whose checkpoints share
+# weight names; a registered family names its own (`FamilySpec.name`).
 VIT_FAMILY = "ViT"
-# The hybrid root's max pooling: ours with a static size, Keras' with a dynamic one
-# (and in `.keras` files saved before keras_vit had its own).
+# The hybrid root's max pooling: ours with a static size, Keras' with a dynamic one.
 _MAX_POOLINGS = (SeparableMaxPooling2D, keras.layers.MaxPooling2D)
 
 
@@ -144,8 +143,8 @@ def final_norm(model):
     """The LayerNorm after the last block: where every keras_vit backbone ends.
 
     ViT-like models (Axial-ViT too) call it `encoder_norm`, Swin `norm`; it is found as the
-    first top-level `LayerNormalization` after the last block, so renamed
-    models and `.keras` files of earlier versions are found too.
+    first top-level `LayerNormalization` after the last block, so that renamed
+    models are found too.
 
     Raises:
         ValueError: for a model without blocks, or without such a norm.

@@ -52,6 +52,13 @@ def test_readme_main_command_installs_the_trainer():
     assert "train" in extras and "cpu" in extras, command
 
 
+def test_readme_docs_command_installs_a_keras_backend_beside_the_docs_tools():
+    # The API reference imports keras_vit, whose Keras needs a backend; the docs extra names none.
+    line = next(line for line in README.read_text().splitlines() if "mkdocs build --strict" in line)
+    extras = re.search(r'pip install -q -e "\.\[([\w,-]+)\]"', line).group(1).split(",")
+    assert "docs" in extras and {"cpu", "tpu", "gpu", "jax"} & set(extras), line
+
+
 def test_readme_is_a_landing_page_whose_links_resolve():
     text = README.read_text()
     # A quickstart: measurements with their machines and dates live in BENCHMARKS.md, history in CHANGELOG.md.

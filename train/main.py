@@ -52,6 +52,9 @@ flags.DEFINE_string("distribution", "auto", "JAX: 'data' (DataParallel), 'fsdp' 
 flags.DEFINE_bool("dry_run", False, "Check every flag and the workdir as a run would, print the resolved "
                   "configuration and exit (status 0, or 2 with the first error) without touching a device, the data "
                   "or the workdir.")
+flags.DEFINE_string("jax_compilation_cache", os.path.join("~", ".cache", "keras_vit", "jax"),
+                    "JAX: the folder where compiled steps are kept between runs, so that a resumed or repeated run "
+                    "skips their compilation; '' turns it off. Unless given, JAX_COMPILATION_CACHE_DIR is used if set.")
 flags.DEFINE_string("mesh", None, "JAX: the device mesh, 'batch:N,model:M' (default: every device on the batch axis; "
                     "for fsdp, every device on the model axis).")
 
@@ -129,6 +132,23 @@ def describe_os_error(error, workdir):
     return f"cannot read or write{where}: {reason}{inside}"
 
 
+def use_jax_compilation_cache(folder, given):
+    """Keeps JAX's compiled programs in `folder` ('' keeps none); unless `given`, JAX_COMPILATION_CACHE_DIR wins.
+
+    A compiled training step is keyed by its program, the compiler options and
+    the JAX version, so a run resumed after preemption, or the same model
+    trained again, loads it instead of compiling it (XLA:CPU's and XLA:TPU's
+    compilations take seconds to minutes). Programs that compile in under a
+    second are not kept (JAX's default threshold).
+    """
+    import jax
+
+    if not given:
+        folder = os.environ.get("JAX_COMPILATION_CACHE_DIR", folder)
+    if folder:
+        jax.config.update("jax_compilation_cache_dir", os.path.expanduser(folder))
+
+
 def main(argv):
     del argv
     import keras
@@ -152,6 +172,8 @@ def main(argv):
             print(f"Dry run: the flags and --workdir={FLAGS.workdir} are valid on the {keras.backend.backend()} "
                   "backend; nothing was trained or written.", flush=True)
             return 0
+        if keras.backend.backend() == "jax":
+            use_jax_compilation_cache(FLAGS.jax_compilation_cache, FLAGS["jax_compilation_cache"].present)
         strategy = get_strategy(FLAGS.tpu, FLAGS.tpu_name, FLAGS.distribution, FLAGS.mesh, FLAGS.strategy,
                                 FLAGS.multihost)
         where = (strategy.describe() if hasattr(strategy, "describe")

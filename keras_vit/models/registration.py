@@ -62,7 +62,6 @@ def register_family(spec):
         (variants.BUILDERS, spec.builders, "builders"),
         (architectures.ARCHITECTURES, spec.architectures, "variants"),
         (variants.VARIANTS, named, "variants"),
-        (checkpoints.KNOWN_CHECKPOINTS, spec.checkpoints, "checkpoints"),
         (architectures.ABLATION_DEFAULTS, spec.ablation_defaults, "ablation defaults"),
         (variants.TESTING_VARIANTS, spec.testing_variants, "testing variants"),
         (architectures.NORMALIZERS,
@@ -76,11 +75,10 @@ def register_family(spec):
     # `keras_vit`: a name those modules already have would be replaced.
     models_package = importlib.import_module("keras_vit.models")
     _check_free({*vars(variants), *vars(models_package)}, [*spec.builders, *spec.architectures], "names", spec.name)
-    # The records are checked as they are registered, before any other table is written.
+    # The records are checked (taken names included) as they are registered, before any other table is written.
     checkpoints.register_checkpoints(spec.checkpoints)
     for table, entries, _ in tables:
-        if table is not checkpoints.KNOWN_CHECKPOINTS:
-            table.update(entries)
+        table.update(entries)
     architectures.ARCHITECTURE_KEYS.extend(
         key for key in spec.architecture_keys if key not in architectures.ARCHITECTURE_KEYS)
     if spec.without_checkpoints:

@@ -218,8 +218,9 @@ def checkpoint_key(name, argument="name"):
     """
     if not isinstance(name, str) or "/" not in name:
         raise ValueError(f"`{argument}` must be a known checkpoint name, '<Variant>/<checkpoint>' (e.g. "
-                         f"'DeiT_S16/imagenet'; keras_vit.list_checkpoints() lists them). Received: {argument}={name!r}")
-    return find_checkpoint(name, argument=argument)[0]
+                         "'DeiT_S16/imagenet'; keras_vit.list_checkpoints() lists them). "
+                         f"Received: {argument}={name!r}")
+    return find_checkpoint(name, argument=argument, accepts_files=False)[0]
 
 
 def eval_config(name, reference="authors"):

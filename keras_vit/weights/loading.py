@@ -172,7 +172,8 @@ def load_weights(
 
     Raises:
         ValueError: for an unreadable, malformed or unknown file, a known name
-            of another architecture (before downloading), a weight of another
+            of another architecture (before downloading), a downloaded file in
+            another layout than its record's, a weight of another
             shape (a checkpoint of another model size), a model weight the
             checkpoint lacks, or, with `strict`, any mismatch; the message names
             the file and the keys.
@@ -199,7 +200,8 @@ def load_weights(
         # The record's layout picks the converter: a file of another layout is not the checkpoint.
         raise ValueError(
             f"{source} holds a checkpoint in the {conversion.layout} layout, but {known.name!r} was published "
-            f"in the {known.layout} layout: the file is not that checkpoint. Delete it to download it again."
+            f"in the {known.layout} layout: the file is not that checkpoint. Delete it (and the .sha256 record "
+            "beside it) to download it again."
         )
     _check_family(conversion, model, source)
     report = LoadReport(source=source, format=fmt, layout=conversion.layout)

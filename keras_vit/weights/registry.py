@@ -1,7 +1,7 @@
 """Known checkpoints' downloads, and the check of a record against a model before one.
 
 The records themselves (`KnownCheckpoint`, one per published file, registered
-by its family) are `keras_vit.checkpoints`'; they are imported here too.
+by its family) are `keras_vit.checkpoints`'; this module fetches their files.
 Files are fetched with `keras.utils.get_file` into the Keras cache
 (`~/.keras/models/keras_vit/`), and every use of a cached file is verified:
 

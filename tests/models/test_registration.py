@@ -45,7 +45,7 @@ def _tables():
     (_toy(builders={"build_variant": lambda: None}, architectures={}),
      r"Family 'Toy' registers names that exist already: \['build_variant'\]"),
     (_toy(checkpoints={"ViT_B16/augreg": checkpoints.KNOWN_CHECKPOINTS["ViT_B16/augreg"]}),
-     r"Family 'Toy' registers checkpoints that exist already: \['ViT_B16/augreg'\]"),
+     r"Checkpoints registered already \(names compare in any case\): \['ViT_B16/augreg'\]"),
     # A record without the layout that picks its converter, or without its evaluation transform.
     (_toy(checkpoints={"Toy_T/data": checkpoints.KnownCheckpoint("https://example.com/toy.npz")}),
      r"Checkpoint 'Toy_T/data' has no layout or eval_config"),

@@ -6,8 +6,7 @@ import pytest
 
 import keras_vit
 from keras_vit.layers import AbsolutePositionEmbedding
-from keras_vit.models.swin import SwinTransformerBlock
-from keras_vit.models.swin import SwinTransformer
+from keras_vit.models.swin import SwinTransformer, SwinTransformerBlock
 from keras_vit.models.swin.checkpoints import timm_key_map
 from tests.testing import check_layer, set_random_weights, to_numpy
 

@@ -4,8 +4,7 @@ import numpy as np
 
 import keras_vit
 from tests.testing import set_random_weights
-
-_VIT = dict(image_size=32, patch_size=8, hidden_size=32, num_layers=2, num_heads=2, mlp_dim=64, num_classes=10)
+from tests.weights.checkpoints import TINY as _VIT
 
 # name -> (builder, arguments): each family once, and the ViT variants whose graphs differ
 # (pooling and pre-logits with a dynamic size; DeiT's second token and head; ConViT's frozen gates).
@@ -27,7 +26,7 @@ TINY_MODELS = {
 
 
 def tiny_model(name, seed=0):
-    """`TINY_MODELS[name]` built, its weights uniform in [-0.3, 0.3] (the heads are zero-initialized), frozen gates 0."""
+    """`TINY_MODELS[name]` built with weights uniform in [-0.3, 0.3] (not its zero heads), frozen gates at 0."""
     builder, arguments = TINY_MODELS[name]
     model = builder(**arguments)
     set_random_weights(model, seed=seed, scale=0.3)

@@ -7,6 +7,7 @@ single CPU device (they were subprocesses of the TensorFlow phase until #38).
 """
 
 import json
+import os
 
 import keras
 import numpy as np
@@ -32,8 +33,12 @@ def weights(path):
 
 def test_data_parallel_over_8_devices_trains_like_one_device(tmp_path, idx_dir, capsys):
     flags = ("--epochs=2", "--ema_decay=0.9", "--augmentation=inception_crop", "--jit_compile=true")
-    parallel = run_main(*tiny_flags(tmp_path / "parallel", idx_dir, *flags), env=EIGHT_DEVICES)
+    # Its compiled steps kept where the flag says (over the suite's own JAX_COMPILATION_CACHE_DIR), for a next run.
+    cache = tmp_path / "compiled"
+    parallel = run_main(*tiny_flags(tmp_path / "parallel", idx_dir, *flags, f"--jax_compilation_cache={cache}"),
+                        env=EIGHT_DEVICES)
     assert parallel.returncode == 0, parallel.stderr[-3000:]
+    assert any(name.startswith("jit_") for name in os.listdir(cache))
     assert "backend=jax on data parallel (keras.distribution.DataParallel) over 8 cpu devices" in parallel.stdout
     single = main_here(capsys, *tiny_flags(tmp_path / "single", idx_dir, *flags))
     assert single.returncode == 0, single.stderr[-3000:]

@@ -206,8 +206,10 @@ def test_users_list_the_checkpoints_and_read_one_record():
 
 @pytest.mark.parametrize("name, message", [
     ("DeiT_S16/imagenet2012", r"Close names: \['DeiT_S16/imagenet'.*lists all \d+\. Received: name='DeiT_S16/imagenet2012'"),
-    ("weights/vit_b16.npz", r"`name` file not found: 'weights/vit_b16.npz' does not exist"),
-    (3, r"`name` must be a checkpoint file path or a known checkpoint name. Received: name=3"),
+    # A full name is asked for, never a file, even one that exists.
+    ("weights/vit_b16.npz", r"`name` must be a known checkpoint name, '<Variant>/<checkpoint>' .*not a file path"),
+    (__file__, r"`name` must be a known checkpoint name, '<Variant>/<checkpoint>' .*not a file path"),
+    (3, r"`name` must be a known checkpoint name. Received: name=3"),
 ])
 def test_an_unknown_record_is_refused_with_close_names_or_as_a_missing_file(name, message):
     with pytest.raises(ValueError, match=message):
@@ -217,9 +219,14 @@ def test_an_unknown_record_is_refused_with_close_names_or_as_a_missing_file(name
 def test_a_record_is_registered_once_and_only_whole():
     record = checkpoints.KNOWN_CHECKPOINTS["ViT_Ti16/augreg"]
     before = dict(checkpoints.KNOWN_CHECKPOINTS)
-    with pytest.raises(ValueError, match=r"Checkpoints registered already: \['ViT_Ti16/augreg'\]"):
+    with pytest.raises(ValueError, match=r"Checkpoints registered already.*: \['ViT_Ti16/augreg'\]"):
         checkpoints.register_checkpoints({"ViT_Ti16/augreg": record})
-    with pytest.raises(ValueError, match=r"name must be its key.*Received: 'ViT_Ti16'"):
+    # Looked up in any case, a name that differs only in case would never be found.
+    with pytest.raises(ValueError, match=r"Checkpoints registered already \(names compare in any case\): "
+                                         r"\['vit_ti16/AUGREG'\]"):
+        checkpoints.register_checkpoints({"vit_ti16/AUGREG": record.__class__(record.url, layout="official ViT",
+                                                                              eval_config=record.eval_config)})
+    with pytest.raises(ValueError, match=r"name must be its key.*Received: key='ViT_Ti16', name='ViT_Ti16/augreg'"):
         checkpoints.register_checkpoints({"ViT_Ti16": record})
     with pytest.raises(ValueError, match=r"Checkpoint 'ViT_Ti16/other' has no layout"):
         checkpoints.register_checkpoints({"ViT_Ti16/fine": record.__class__(record.url, layout="official ViT",

@@ -3,7 +3,7 @@
 The whole family lives in this folder: its layers (`layers.py`), builder
 (`builder.py`), named sizes (`sizes.py`), FLOP counts (`flops.py`) and what
 the shared inspection asks of a built model (`inspection.py`). No checkpoint
-was published, so it has no converters and no preprocessing tables. This
+was published, so it has no converters and no checkpoint records. This
 `__init__` registers it with the shared code, once
 (`keras_vit.models.registration`).
 """

@@ -14,7 +14,7 @@ import numpy as np
 from keras_vit.models.convit.inspection import gpsa_blocks
 from keras_vit.preprocessing.checkpoints import IMAGENET_MEAN, IMAGENET_STD, EvalConfig
 from keras_vit.weights.converters import _sequence, convert_timm
-from keras_vit.checkpoints import timm_hub
+from keras_vit.checkpoints import named_records, timm_hub
 
 TIMM_CONVIT = "timm ConViT"
 
@@ -97,4 +97,4 @@ def known_checkpoints():
         hub = timm_hub(tag, **_SETTINGS, top1=top1, top1_source=_TABLE_1)
         records[f"{variant}/imagenet"] = dataclasses.replace(
             hub, layout=TIMM_CONVIT, eval_config=_EVAL, timm_eval_config=_timm_eval(tag), timm_tag=tag)
-    return records
+    return named_records(records)

@@ -27,7 +27,7 @@ import numpy as np
 from keras_vit.preprocessing.checkpoints import IMAGENET_MEAN, IMAGENET_STD, EvalConfig
 from keras_vit.weights.converters import convert_timm
 from keras_vit.weights.huggingface import QKV, fuse_qkv, rename_block_entry
-from keras_vit.checkpoints import KnownCheckpoint
+from keras_vit.checkpoints import KnownCheckpoint, named_records
 
 TIMM_DINOV2, TRANSFORMERS_DINOV2 = "timm DINOv2", "transformers DINOv2"
 
@@ -184,14 +184,17 @@ _TIMM_EVAL = EvalConfig(
 )
 
 
+def _record(tag):
+    """The record of timm's file `tag` (Meta's weights in timm's layout)."""
+    return KnownCheckpoint(f"{_HUB}/{tag}/resolve/main/model.safetensors", config=dict(_TRAINED),
+                           top1_source="none: a features-only model, without a classifier head", layout=TIMM_DINOV2,
+                           eval_config=_EVAL, timm_eval_config=_TIMM_EVAL, timm_tag=tag)
+
+
 def known_checkpoints():
-    """`"DINOv2_<size>14[_reg4]/lvd142m"` -> its record (timm's `*.lvd142m` files, Meta's weights)."""
-    return {
-        f"DINOv2_{size}14{registers}/lvd142m": KnownCheckpoint(
-            f"{_HUB}/{tag}/resolve/main/model.safetensors", config=dict(_TRAINED),
-            top1_source="none: a features-only model, without a classifier head", layout=TIMM_DINOV2,
-            eval_config=_EVAL, timm_eval_config=_TIMM_EVAL, timm_tag=tag)
+    """`"DINOv2_<size>14[_reg4]/lvd142m"` -> its record (timm's `*.lvd142m` files)."""
+    return named_records({
+        f"DINOv2_{size}14{registers}/lvd142m": _record(f"vit_{timm_size}_patch14{registers}_dinov2.lvd142m")
         for size, timm_size in _TIMM_NAMES.items()
         for registers in ("", "_reg4")
-        for tag in (f"vit_{timm_size}_patch14{registers}_dinov2.lvd142m",)
-    }
+    })

@@ -4,7 +4,7 @@ import dataclasses
 
 from keras_vit.preprocessing.checkpoints import IMAGENET_MEAN, IMAGENET_STD, EvalConfig
 from keras_vit.models.swin.checkpoints import TIMM_SWIN
-from keras_vit.checkpoints import timm_hub
+from keras_vit.checkpoints import named_records, timm_hub
 
 # The settings of every Swin checkpoint besides its variant's table entry: the
 # builder's defaults, stated so that a model built otherwise is refused before
@@ -97,4 +97,4 @@ def known_checkpoints():
                        top1_source=source)
         records[name] = dataclasses.replace(hub, layout=TIMM_SWIN, eval_config=_authors_eval(name, image_size),
                                             timm_eval_config=_timm_eval(tag, image_size), timm_tag=tag)
-    return records
+    return named_records(records)

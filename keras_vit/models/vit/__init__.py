@@ -10,6 +10,6 @@ from keras_vit.models.vit import checkpoints
 from keras_vit.models.vit.builder import VisionTransformer, resnet_feature_size, resnet_stride
 from keras_vit.checkpoints import register_checkpoints
 
-CHECKPOINTS = register_checkpoints(checkpoints.CHECKPOINTS)
+register_checkpoints(checkpoints.CHECKPOINTS)
 
-__all__ = ["CHECKPOINTS", "VisionTransformer", "resnet_feature_size", "resnet_stride"]
+__all__ = ["VisionTransformer", "resnet_feature_size", "resnet_stride"]

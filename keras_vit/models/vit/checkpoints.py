@@ -29,9 +29,11 @@ timm/models/{vision_transformer,deit}.py `default_cfgs`, read from timm
 1.0.31: every one bicubic on PIL images, `crop_mode` "center").
 """
 
+import dataclasses
+
 from keras_vit.preprocessing.checkpoints import IMAGENET_MEAN, IMAGENET_STD, INCEPTION_MEAN, INCEPTION_STD, EvalConfig
 from keras_vit.weights.conversion import OFFICIAL_VIT, TIMM_VIT
-from keras_vit.checkpoints import RGB, KnownCheckpoint, timm_hub
+from keras_vit.checkpoints import RGB, KnownCheckpoint, named_records, timm_hub
 
 _VIT = "https://storage.googleapis.com/vit_models"
 _AUGREG = f"{_VIT}/augreg"
@@ -80,7 +82,8 @@ def _deit_center(image_size):
 
 def _timm(authors, tag, image_size, crop_pct, source=None):
     """timm's `pretrained_cfg` transform of `tag`: bicubic, centre crop of `crop_pct`, the authors' mean and std."""
-    source = source or f"timm pretrained_cfg of {tag!r}: crop_pct={crop_pct}, interpolation='bicubic', crop_mode='center'"
+    source = source or (f"timm pretrained_cfg of {tag!r}: crop_pct={crop_pct}, interpolation='bicubic', "
+                        "crop_mode='center'")
     return EvalConfig(image_size, "bicubic", crop_pct, "center", True, True, authors.mean, authors.std, source)
 
 
@@ -125,12 +128,11 @@ def _deit_release(variant, model, top1, top1_distilled, image_size=224):
     authors = _deit_center(image_size)
     crop_pct = 1.0 if image_size == 384 else 0.9
     records = {}
-    for suffix, distilled, top1_of in (("", "", top1), ("_distilled", "_distilled", top1_distilled)):
-        tag = f"{model}{distilled}_patch16_{image_size}.fb_in1k"
-        record = timm_hub(tag, **config, top1=top1_of, top1_source=_DEIT_ZOO)
-        records[f"{variant}{suffix}/imagenet"] = KnownCheckpoint(
-            record.url, config=record.config, top1=top1_of, top1_source=_DEIT_ZOO, layout=TIMM_VIT,
-            eval_config=authors, timm_eval_config=_timm(authors, tag, image_size, crop_pct), timm_tag=tag)
+    for suffix, top1_of in (("", top1), ("_distilled", top1_distilled)):
+        tag = f"{model}{suffix}_patch16_{image_size}.fb_in1k"
+        records[f"{variant}{suffix}/imagenet"] = dataclasses.replace(
+            timm_hub(tag, **config, top1=top1_of, top1_source=_DEIT_ZOO), layout=TIMM_VIT, eval_config=authors,
+            timm_eval_config=_timm(authors, tag, image_size, crop_pct), timm_tag=tag)
     return records
 
 
@@ -140,7 +142,7 @@ def _augreg_name(size, augmentation, weight_decay, dropout, lr):
             f"--imagenet2012-steps_20k-lr_{lr}-res_224")
 
 
-CHECKPOINTS = {
+CHECKPOINTS = named_records({
     # Original release (ViT paper): ImageNet-21k pre-training, ImageNet-1k fine-tuning.
     "ViT_B16/imagenet21k+imagenet2012": _original("ViT-B_16", "vit_base_patch16_384.orig_in21k_ft_in1k", 83.97),
     "ViT_B32/imagenet21k+imagenet2012": _original("ViT-B_32", None, 81.28),
@@ -172,5 +174,5 @@ CHECKPOINTS = {
     **_deit_release("DeiT_S16", "deit_small", 79.9, 81.2),
     **_deit_release("DeiT_B16", "deit_base", 81.8, 83.4),
     **_deit_release("DeiT_B16_384", "deit_base", 82.9, 85.2, image_size=384),
-}
+})
 """Every published ViT, hybrid and DeiT checkpoint: name -> `KnownCheckpoint`."""

@@ -16,11 +16,8 @@ utilisation (MFU) is the achieved FLOP/s (analytic FLOPs, `keras_vit.analysis.fl
 train = 6 x forward MACs) over the peak FLOP/s of a large matrix product measured
 on the same machine with the same framework and precision. Prints a Markdown table;
 `--output` also writes it (temporary file, then rename). The header names the
-CPU's instruction sets; `--isa=native|avx2` caps both frameworks at that ISA
-(`benchmarks/cpu_isa.py`: XLA, oneDNN and PyTorch's switches) and probes each
-in a fresh process: the ISA oneDNN dispatches at, PyTorch's capability, and a
-float32 product's error against float64, so that neither side runs silently in
-bfloat16.
+CPU's ISA; `--isa=native|avx2` caps both frameworks at one and probes what each
+runs at, float32 included (`benchmarks/cpu_isa.py`).
 """
 
 import argparse
@@ -56,11 +53,7 @@ TIMM_NAMES = {
 
 
 def classifier_arguments(variant):
-    """`(keras_kwargs, timm_kwargs)` giving a variant that is headless by default (DINOv2) a 1000-class head.
-
-    Every row trains and runs a classifier, so that a feature extractor is timed on the
-    same work as the others, on both sides.
-    """
+    """`(keras_kwargs, timm_kwargs)`: a 1000-class head on both sides for a variant headless by default (DINOv2)."""
     from train.modeling import headless_by_default
 
     if headless_by_default(variant):
@@ -356,8 +349,7 @@ def main():
     parser.add_argument("--output", default=None, help="also write the table to this file")
     parser.add_argument("--depth", type=int, default=None,
                         help="blocks (per stage for Swin) instead of the variant's, for smoke runs of the script")
-    parser.add_argument("--isa", choices=ISAS, default=None,
-                        help="cap both frameworks at this ISA and probe what each runs at (benchmarks/cpu_isa.py)")
+    parser.add_argument("--isa", choices=ISAS, help="cap both frameworks at this ISA (benchmarks/cpu_isa.py)")
     # One measurement (internal: each measurement runs in its own process).
     parser.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--framework", default="keras", help=argparse.SUPPRESS)

@@ -6,7 +6,7 @@ import inspect
 from keras_vit.architectures import ARCHITECTURES, architecture
 from keras_vit.models.vit import VisionTransformer
 from keras_vit.weights.registry import check_fits, is_checkpoint_file
-from keras_vit.checkpoints import KNOWN_CHECKPOINTS, find_checkpoint
+from keras_vit.checkpoints import find_checkpoint, list_checkpoints
 
 # Builder name -> builder; a registered family adds its own (`register_family`).
 BUILDERS = {"VisionTransformer": VisionTransformer}
@@ -91,7 +91,7 @@ def make_builder(variant):
     """A thin builder of the named variant `variant`, with its docstring written from the table."""
     builder, config = VARIANTS[variant]
     sizes = ", ".join(f"{key}={value}" for key, value in config.items())
-    own = sorted(key.split("/", 1)[1] for key in KNOWN_CHECKPOINTS if key.split("/")[0] == variant)
+    own = [key.split("/", 1)[1] for key in list_checkpoints(variant)]
 
     def build(weights=None, **kwargs):
         return build_variant(variant, weights=weights, **kwargs)

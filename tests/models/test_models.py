@@ -9,6 +9,7 @@ import pytest
 import keras_vit
 from keras_vit.models.convit import GPSABlock
 from keras_vit.models.variants import TESTING_VARIANTS
+from tests.models.tiny import tiny_images as images_for
 from tests.testing import set_random_weights, to_numpy
 
 FAMILIES = sorted(TESTING_VARIANTS)
@@ -17,11 +18,6 @@ FAMILIES = sorted(TESTING_VARIANTS)
 def build(family, **overrides):
     builder, config = TESTING_VARIANTS[family]
     return builder(**{**config, **overrides})
-
-
-def images_for(model, batch=2, seed=0):
-    shape = model.input_shape[1:]
-    return np.random.default_rng(seed).uniform(0, 255, (batch, *shape)).astype("float32")
 
 
 def randomized(model, seed=0):

@@ -91,10 +91,12 @@ def patch_encoder(model):
     """
     encoder = first_layer(model, PatchEncoder)
     if encoder is None:
+        # A registered family whose blocks attend within parts of the tokens says which (Swin's windows).
+        spec = registered_family(model)
+        which = f" It is {spec.attends_within}." if spec is not None and spec.attends_within else ""
         raise ValueError(
             "`model` has no PatchEncoder, so no single patch grid: expected a keras_vit ViT, "
-            "DeiT or hybrid, or a registered family's model of one grid (a model of windows over "
-            f"stages has a grid per block: see `keras_vit.models.swin.window_grids`). Received: model={model.name!r}"
+            f"DeiT or hybrid, or a registered family's model of one grid.{which} Received: model={model.name!r}"
         )
     return encoder
 

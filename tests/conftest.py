@@ -103,6 +103,7 @@ BACKENDS = {
     "test_images.py": ONE,
     "test_import_graph.py": ONE,
     "test_readme.py": ONE,
+    "test_typing.py": ONE,
     "test_requirements.py": ONE,
     "test_utils.py": ONE,
     "test_markers.py": ONE,

@@ -1,8 +1,9 @@
 """A griffe extension: the named builders documented as the functions they are when imported.
 
-`keras_vit.ViT_B16` and its siblings are made by `make_builder` from the variant table, so
-griffe's reading of the source sees module attributes (`ViT_B16 = make_builder("ViT_B16")`)
-with no docstring or signature, although `help(keras_vit.ViT_B16)` has both. This extension
+`keras_vit.ViT_B16` and its siblings are made by `named_builder` from the variant table, so
+griffe's reading of the source sees module attributes (`ViT_B16 = named_builder("ViT_B16")`
+in each family's `named.py`) with no docstring or signature, although `help(keras_vit.ViT_B16)`
+has both. This extension
 replaces each such attribute by a function with the imported object's docstring and
 signature, so the API reference shows them as `help()` does.
 """
@@ -44,12 +45,11 @@ def _function(name, value, lineno, endlineno):
 
 
 class NamedBuilders(griffe.Extension):
-    """The functions a keras_vit module makes when imported become documented functions of it.
+    """The functions a keras_vit module binds when imported become documented functions of it.
 
-    Two kinds: module attributes that are functions once imported, and the named
-    builders `keras_vit.models.variants` makes from the table (a registered
-    family's too), which no line of its source names: each is added where it is
-    made (its `__module__`), in the table's order.
+    A module attribute that is a function once imported, named as the attribute
+    and with a docstring (each family's named builders), is documented as that
+    function: its signature and docstring as `help()` shows them.
     """
 
     def on_module_members(self, *, node, mod, agent, **kwargs):
@@ -63,9 +63,3 @@ class NamedBuilders(griffe.Extension):
             if value.__name__ != name or not value.__doc__:
                 continue
             mod.set_member(name, _function(name, value, member.lineno, member.endlineno))
-        for name, value in vars(module).items():
-            made = (inspect.isfunction(value) and value.__module__ == mod.path and value.__name__ == name
-                    and value.__code__.co_name != name and value.__doc__)
-            if made and name not in mod.members:
-                lineno = value.__code__.co_firstlineno
-                mod.set_member(name, _function(name, value, lineno, lineno))

@@ -3,16 +3,12 @@
 from keras_vit.models.backbone import backbone, head
 from keras_vit.models.distillation import distillation_heads
 from keras_vit.models.masked_patch_prediction import MaskedPatchPrediction
-from keras_vit.models.variants import VARIANTS, build_variant
+from keras_vit.models.variants import BUILDERS, VARIANTS, build_variant
 
-# The families in folders register themselves on import (`keras_vit.models.registration`),
-# in the order of the table; their builders join it (`variants.BUILDERS`, `NAMED_BUILDERS`).
-from keras_vit.models import convit  # noqa: F401
-from keras_vit.models import swin  # noqa: F401
-from keras_vit.models import axial  # noqa: F401
-from keras_vit.models import dinov2  # noqa: F401
-from keras_vit.models.variants import BUILDERS, NAMED_BUILDERS
+# Every family's builders by name (`VisionTransformer`, `ViT_B16`, ...); importing them
+# registers the family folders, in the order of the table.
+import keras_vit.models.builders as _builders
+from keras_vit.models.builders import *  # noqa: F401,F403
 
-# Every general builder (`VisionTransformer`, ...) and named variant (`ViT_B16`, ...), from the table.
-globals().update(BUILDERS)
-globals().update(NAMED_BUILDERS)
+__all__ = ["BUILDERS", "VARIANTS", "MaskedPatchPrediction", "backbone", "build_variant", "distillation_heads", "head"]
+__all__ += _builders.__all__

@@ -37,11 +37,6 @@ def register_family(spec):
     Args:
         spec: `keras_vit.families.FamilySpec`.
 
-    Returns:
-        `{variant: builder}`: a thin named builder per entry of
-        `spec.architectures` (as `keras_vit.ViT_B16`), for the family's
-        package to export.
-
     Raises:
         ValueError: for a spec that is not a `FamilySpec`, a family
             registered already, a variant, builder or checkpoint name
@@ -71,8 +66,8 @@ def register_family(spec):
     # Every table is checked before any is written: a refused family leaves none half-filled.
     for table, entries, what in tables:
         _check_free(table, entries, what, spec.name)
-    # The builders become attributes of `keras_vit.models.variants`, `keras_vit.models` and
-    # `keras_vit`: a name those modules already have would be replaced.
+    # The family's `named` module gives its builders to `keras_vit.models` and `keras_vit`
+    # (`keras_vit.models.builders`): a name those modules already have would be replaced.
     models_package = importlib.import_module("keras_vit.models")
     _check_free({*vars(variants), *vars(models_package)}, [*spec.builders, *spec.architectures], "names", spec.name)
     # The records are checked (taken names included) as they are registered, before any other table is written.
@@ -84,4 +79,3 @@ def register_family(spec):
     if spec.without_checkpoints:
         variants.WITHOUT_CHECKPOINTS.update(dict.fromkeys(spec.builders, spec.without_checkpoints))
     FAMILIES[spec.name] = spec
-    return variants.add_named_builders(spec.architectures)

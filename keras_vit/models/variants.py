@@ -2,6 +2,11 @@
 
 import difflib
 import inspect
+import os
+import sys
+from typing import Any, Protocol, Union
+
+import keras
 
 from keras_vit.architectures import ARCHITECTURES, architecture
 from keras_vit.models.vit import VisionTransformer
@@ -87,8 +92,34 @@ def _check_keywords(variant, builder, kwargs):
         )
 
 
-def make_builder(variant):
-    """A thin builder of the named variant `variant`, with its docstring written from the table."""
+class NamedBuilder(Protocol):
+    """What `named_builder` returns: a named variant's builder, as IDEs and type checkers see it."""
+
+    def __call__(self, weights: Union[str, os.PathLike, None] = None, **kwargs: Any) -> keras.Model:
+        ...
+
+
+def named_builder(variant: str) -> NamedBuilder:
+    """The builder of the named variant `variant`, its docstring written from the table.
+
+    A family's `named` module binds one per size, each to the variant's name
+    (`ViT_B16 = named_builder("ViT_B16")`), after the family is registered:
+    the name is then in the source, where IDEs and type checkers read it,
+    and the sizes and checkpoints in the docstring come from the table.
+
+    Args:
+        variant: str. A key of `VARIANTS`.
+
+    Returns:
+        A function `(weights=None, **kwargs) -> keras.Model` named `variant`,
+        calling `build_variant(variant, weights=weights, **kwargs)`.
+
+    Raises:
+        ValueError: for a name that is not a key of `VARIANTS` (its family
+            not registered yet, or a misspelling).
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"Unknown variant. Expected one of {sorted(VARIANTS)}. Received: variant={variant!r}")
     builder, config = VARIANTS[variant]
     sizes = ", ".join(f"{key}={value}" for key, value in config.items())
     own = [key.split("/", 1)[1] for key in list_checkpoints(variant)]
@@ -97,6 +128,8 @@ def make_builder(variant):
         return build_variant(variant, weights=weights, **kwargs)
 
     build.__name__ = build.__qualname__ = variant
+    # The module that binds it, as `collections.namedtuple` finds it: where pickle and `help` look.
+    build.__module__ = sys._getframe(1).f_globals.get("__name__", __name__)
     if builder.__name__ in WITHOUT_CHECKPOINTS:
         weights_doc = f"None: {WITHOUT_CHECKPOINTS[builder.__name__]}; any other value raises a `ValueError`"
     else:
@@ -109,25 +142,3 @@ def make_builder(variant):
         "Returns:\n    A `keras.Model`.\n"
     )
     return build
-
-
-
-NAMED_BUILDERS = {}
-"""Every named variant's builder, `name -> function` (`keras_vit.ViT_B16` and its
-siblings): made once from the table here, and by `register_family` for a family's
-variants. Each is also an attribute of this module, where its docstring is read."""
-
-
-def add_named_builders(names):
-    """Makes the named builders of `names` (keys of `VARIANTS`), keeps them and returns them.
-
-    Returns:
-        `{name: builder}`, in the order of `names`.
-    """
-    made = {name: make_builder(name) for name in names}
-    NAMED_BUILDERS.update(made)
-    globals().update(made)
-    return made
-
-
-add_named_builders(VARIANTS)

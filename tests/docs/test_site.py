@@ -45,8 +45,8 @@ def test_the_reference_documents_every_public_name(site):
 
 
 def test_no_reference_entry_is_empty_and_the_named_builders_have_their_docstrings(site):
-    # The named builders are made from the variant table; griffe's reading of the source saw
-    # them as bare module attributes (docs/hooks/griffe_builders.py documents them as functions).
+    # The named builders are bound in each family's `named.py` (`ViT_B16 = named_builder(...)`);
+    # griffe's reading of the source sees attributes (docs/hooks/griffe_builders.py makes them functions).
     from keras_vit.models.variants import VARIANTS
 
     for page in (site / "api").rglob("*.html"):

@@ -1,9 +1,9 @@
-"""A family registers once (`keras_vit.models.registration`), and the package's names come from the table."""
+"""A family registers once (`keras_vit.models.registration`), and binds its builders by name in its folder."""
 
 import ast
+import importlib
 import inspect
 import pathlib
-import types
 
 import pytest
 
@@ -11,9 +11,8 @@ import keras_vit
 from keras_vit import architectures, checkpoints, families
 from keras_vit.families import FamilySpec
 from keras_vit.models import axial, registration, variants
-from keras_vit.stubs import package_stub
 
-STUB = pathlib.Path(keras_vit.__file__).with_name("__init__.pyi")
+MODELS = pathlib.Path(keras_vit.__file__).parent / "models"
 
 
 def _toy(**changes):
@@ -28,7 +27,7 @@ def _tables():
     return {
         "families": dict(families.FAMILIES), "builders": dict(variants.BUILDERS),
         "architectures": dict(architectures.ARCHITECTURES), "variants": dict(variants.VARIANTS),
-        "named": dict(variants.NAMED_BUILDERS), "without_checkpoints": dict(variants.WITHOUT_CHECKPOINTS),
+        "without_checkpoints": dict(variants.WITHOUT_CHECKPOINTS),
         "checkpoints": dict(checkpoints.KNOWN_CHECKPOINTS),
     }
 
@@ -61,16 +60,44 @@ def test_a_refused_family_leaves_every_table_as_it_was(spec, message):
     assert _tables() == before
 
 
-def test_the_package_holds_every_builder_of_the_table():
-    for name, builder in variants.BUILDERS.items():
-        assert getattr(keras_vit, name) is builder and getattr(keras_vit.models, name) is builder
-    assert list(variants.NAMED_BUILDERS) == list(variants.VARIANTS)
-    for name, builder in variants.NAMED_BUILDERS.items():
-        assert getattr(keras_vit, name) is builder, name
-        assert builder.__name__ == name and f"Builds {name} (" in inspect.getdoc(builder)
-        assert list(inspect.signature(builder).parameters) == ["weights", "kwargs"]
-    # A family's own package exports its named builders too.
-    assert axial.AxialViT_B16 is keras_vit.AxialViT_B16 and "AxialViT_B16" in axial.__all__
+def _named_modules():
+    """Each family folder's `named` module, by folder."""
+    return {path.parent.name: importlib.import_module(f"keras_vit.models.{path.parent.name}.named")
+            for path in sorted(MODELS.glob("*/named.py"))}
+
+
+def test_each_folder_binds_its_builders_by_name_and_the_package_gives_them():
+    named = _named_modules()
+    assert set(named) == {"vit", "convit", "swin", "axial", "dinov2"}
+    bound = [name for module in named.values() for name in module.__all__]
+    # Every general builder and named variant once, and nothing else.
+    assert sorted(bound) == sorted([*variants.BUILDERS, *variants.VARIANTS])
+    for folder, module in named.items():
+        general, *sizes = module.__all__
+        assert variants.BUILDERS[general] is getattr(module, general)
+        # A folder's sizes are its builder's, in the table's order.
+        assert sizes == [name for name, (builder, _) in variants.VARIANTS.items() if builder.__name__ == general]
+        for name in module.__all__:
+            assert getattr(keras_vit, name) is getattr(module, name) is getattr(keras_vit.models, name), name
+        for name in sizes:
+            builder = getattr(module, name)
+            assert builder.__name__ == name and builder.__module__ == module.__name__
+            assert f"Builds {name} (" in inspect.getdoc(builder)
+            assert list(inspect.signature(builder).parameters) == ["weights", "kwargs"]
+
+
+def test_no_module_writes_another_modules_names():
+    # Names bound in the source only: no `globals().update` and no `__all__` filled from a table.
+    for path in pathlib.Path(keras_vit.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update":
+                assert not (isinstance(node.func.value, ast.Call) and getattr(node.func.value.func, "id", "")
+                            in ("globals", "vars")), f"{path}:{node.lineno}"
+
+
+def test_a_named_builder_is_bound_to_a_known_variant_only():
+    with pytest.raises(ValueError, match=r"Unknown variant\. Expected one of .* Received: variant='ViT_B17'"):
+        variants.named_builder("ViT_B17")
 
 
 def test_a_builder_of_a_family_without_checkpoints_says_so_and_refuses_one():
@@ -78,42 +105,6 @@ def test_a_builder_of_a_family_without_checkpoints_says_so_and_refuses_one():
     assert "weights: None: Axial-ViT has no published checkpoints" in doc
     with pytest.raises(ValueError, match=r"Axial-ViT has no published checkpoints .* Received: weights='imagenet'"):
         keras_vit.AxialViT_B32(weights="imagenet")
-
-
-def test_the_stub_is_what_the_imported_package_gives():
-    # `python -m keras_vit.stubs keras_vit/__init__.pyi` writes it; a new variant or family changes it.
-    assert STUB.read_text() == package_stub(), "run: python -m keras_vit.stubs keras_vit/__init__.pyi"
-
-
-def _declared(stub_text):
-    tree = ast.parse(stub_text)
-    names = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module.startswith("keras_vit"):
-            names |= {alias.asname for alias in node.names}
-    return names
-
-
-def test_the_stub_declares_every_public_name_and_no_other():
-    declared = _declared(STUB.read_text())
-    public = {name for name, value in vars(keras_vit).items()
-              if not name.startswith("_") and not isinstance(value, types.ModuleType)}
-    assert public <= declared, sorted(public - declared)
-    assert declared - {"__version__"} <= set(vars(keras_vit)), sorted(declared - set(vars(keras_vit)))
-    # Each named builder is a function there, with its docstring (an IDE's hover text).
-    tree = ast.parse(STUB.read_text())
-    functions = {node.name: ast.get_docstring(node) for node in tree.body if isinstance(node, ast.FunctionDef)}
-    assert set(functions) == set(variants.NAMED_BUILDERS)
-    assert functions["ViT_B16"] == inspect.getdoc(keras_vit.ViT_B16)
-
-
-def test_the_stub_writer_writes_the_whole_file_and_nothing_else(tmp_path, capsys):
-    from keras_vit import stubs
-
-    target = tmp_path / "stub.pyi"
-    stubs.main([str(target)])
-    assert target.read_text() == package_stub() and "wrote" in capsys.readouterr().out
-    assert [path.name for path in tmp_path.iterdir()] == ["stub.pyi"]
 
 
 def test_a_familys_own_layers_and_tools_are_its_packages_only():

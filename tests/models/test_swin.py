@@ -5,9 +5,11 @@ import numpy as np
 import pytest
 
 import keras_vit
+from keras_vit import inspection
 from keras_vit.layers import AbsolutePositionEmbedding
 from keras_vit.models.swin import SwinTransformer, SwinTransformerBlock
 from keras_vit.models.swin.checkpoints import timm_key_map
+from tests.models.tiny import tiny_model
 from tests.testing import check_layer, set_random_weights, to_numpy
 
 # Stage 0 at 32 px: an 8 x 8 map, two 4 x 4 windows a side, its second block
@@ -319,3 +321,10 @@ def test_swin_variants_build_through_the_table():
 def test_invalid_arguments_are_named(overrides, message):
     with pytest.raises(ValueError, match=message):
         build(**overrides)
+
+
+def test_a_question_for_one_patch_grid_says_the_model_attends_within_windows():
+    # The shared inspection asks the registered family, never names it (issue #60).
+    with pytest.raises(ValueError, match=r"no PatchEncoder.* It is a Swin Transformer, whose blocks attend within "
+                                         r"windows.* Received: model='swin_transformer'"):
+        inspection.patch_encoder(tiny_model("swin"))

@@ -56,8 +56,8 @@ def test_build_and_twine_check(dist):
         files = wheel.namelist()
     assert any(name.endswith("/LICENSE") and ".dist-info/" in name for name in files), files
     assert "keras_vit/data/imagenet_classes.txt" in files
-    # The names the table gives the package, for an IDE reading the installed files (keras_vit.stubs).
-    assert "keras_vit/__init__.pyi" in files and "keras_vit/py.typed" in files
+    # Typed, and each family's builders by name, where an IDE reads them in the installed files.
+    assert "keras_vit/py.typed" in files and "keras_vit/models/swin/named.py" in files
     assert not [name for name in files if name.startswith(("tests/", "train/", "experiments/"))]
 
 

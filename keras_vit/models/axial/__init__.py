@@ -1,7 +1,7 @@
 """Axial-ViT (Dosovitskiy et al. 2021, App. D.5): ViT with row and column attention.
 
 The whole family lives in this folder: its layers (`layers.py`), builder
-(`builder.py`), named sizes (`sizes.py`), FLOP counts (`flops.py`) and what
+(`builder.py`, and by name in `named.py`), named sizes (`sizes.py`), FLOP counts (`flops.py`) and what
 the shared inspection asks of a built model (`inspection.py`). No checkpoint
 was published, so it has no converters and no checkpoint records. This
 `__init__` registers it with the shared code, once
@@ -29,11 +29,8 @@ SPEC = FamilySpec(
     ),
 )
 
-# The named builders (`AxialViT_B16`, ...), module attributes here as in `keras_vit`.
-NAMED_BUILDERS = register_family(SPEC)
-globals().update(NAMED_BUILDERS)
+register_family(SPEC)
 
 __all__ = [
     "AxialViT", "AxialSelfAttention", "AxialTransformerBlock", "SPEC", "axial_block_macs", "axial_vit_forward_macs",
-    *NAMED_BUILDERS,
 ]

@@ -1,7 +1,7 @@
 """ConViT (d'Ascoli et al. 2021): a ViT whose first blocks use gated positional self-attention.
 
 The whole family lives in this folder: GPSA (`gpsa.py`) and its block
-(`layers.py`), builder (`builder.py`), named sizes and ablation switch
+(`layers.py`), builder (`builder.py`, and by name in `named.py`), named sizes and ablation switch
 (`sizes.py`), checkpoints (`checkpoints.py`: timm's layout, the published
 files and their evaluation transforms), FLOP counts (`flops.py`), what the
 shared inspection asks of a built model (`inspection.py`) and the gates of
@@ -47,8 +47,6 @@ SPEC = FamilySpec(
     check_values=checkpoints.check_values,
 )
 
-# The named builders (`ConViT_S`, ...), module attributes here as in `keras_vit`.
-NAMED_BUILDERS = register_family(SPEC)
-globals().update(NAMED_BUILDERS)
+register_family(SPEC)
 
-__all__ = ["SPEC", "ConViT", "GPSA", "GPSABlock", "gpsa_blocks", "gpsa_gating", "plot_gpsa_gating", *NAMED_BUILDERS]
+__all__ = ["ConViT", "SPEC", "GPSA", "GPSABlock", "gpsa_blocks", "gpsa_gating", "plot_gpsa_gating"]

@@ -1,7 +1,7 @@
 """DINOv2 (Oquab et al. 2023) and DINOv2 with registers (Darcet et al., ICLR 2024).
 
 The whole family lives in this folder: its layers (`layers.py`), builder
-(`builder.py`), named sizes (`sizes.py`), what the shared inspection asks of a
+(`builder.py`, and by name in `named.py`), named sizes (`sizes.py`), what the shared inspection asks of a
 built model (`inspection.py`) and checkpoints (`checkpoints.py`:
 names, converters, evaluation preprocessing). This `__init__` registers it
 with the shared code, once (`keras_vit.models.registration`).
@@ -32,8 +32,6 @@ SPEC = FamilySpec(
     ),
 )
 
-# The named builders (`DINOv2_S14`, ...), module attributes here as in `keras_vit`.
-NAMED_BUILDERS = register_family(SPEC)
-globals().update(NAMED_BUILDERS)
+register_family(SPEC)
 
-__all__ = ["DINOv2", "DINOv2Block", "LayerScale", "RegisterTokens", "SwiGLUBlock", "SPEC", *NAMED_BUILDERS]
+__all__ = ["DINOv2", "DINOv2Block", "LayerScale", "RegisterTokens", "SwiGLUBlock", "SPEC"]

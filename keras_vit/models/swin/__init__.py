@@ -1,7 +1,7 @@
 """The Swin Transformer (Liu et al. 2021): a hierarchical ViT with shifted windows.
 
 The whole family lives in this folder: its layers (`layers.py`, with the
-window attention in `window_attention.py`), builder (`builder.py`), named
+window attention in `window_attention.py`), builder (`builder.py`, and by name in `named.py`), named
 sizes and ablation switches (`sizes.py`), checkpoints (`checkpoints.py`: the
 timm, Microsoft and transformers layouts; `releases.py`: the known files and
 their evaluation transforms), FLOP counts (`flops.py`), what the shared inspection
@@ -39,7 +39,10 @@ SPEC = FamilySpec(
     feature_blocks=False,
     architecture_of=architecture_of,
     layer_macs=layer_macs,
-    attends_within="a Swin Transformer, whose blocks attend within windows of each stage's map (Swin Sec. 3.2)",
+    attends_within=(
+        "a Swin Transformer, whose blocks attend within windows of each stage's map (Swin Sec. 3.2): "
+        "`keras_vit.models.swin.window_grids` gives each block's grid"
+    ),
     features_refusal=(
         "`model` is a Swin Transformer, whose stages are already a feature hierarchy: build it with "
         "`keras_vit.SwinTransformer(..., include_top=False, return_stages=True)` (or a Swin variant with "
@@ -55,13 +58,10 @@ SPEC = FamilySpec(
     normalize_architecture=sizes.normalize_architecture,
 )
 
-# The named builders (`Swin_T`, ...), module attributes here as in `keras_vit`.
-NAMED_BUILDERS = register_family(SPEC)
-globals().update(NAMED_BUILDERS)
+register_family(SPEC)
 
 __all__ = [
-    "SPEC", "SwinTransformer", "SWIN_POSITION_EMBEDDINGS", "PatchMerging",
+    "SwinTransformer", "SPEC", "SWIN_POSITION_EMBEDDINGS", "PatchMerging",
     "SwinPatchEmbedding", "SwinTransformerBlock", "WindowAttention", "WindowGrid", "window_attention_to_grid",
     "window_grids", "swin_forward_macs", "swin_block_macs", "patch_merging_macs", "swin_arguments", "swin_stages",
-    *NAMED_BUILDERS,
 ]

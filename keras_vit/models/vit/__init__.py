@@ -3,7 +3,7 @@
 The builder shared by the three (`builder.py`: `VisionTransformer`, with the
 hybrid's BiT ResNet stem and DeiT's distillation token as arguments) and their
 published checkpoints (`checkpoints.py`: one record per file), registered once
-here.
+here. Its builders by name (`ViT_B16`, ...) are in `named.py`.
 """
 
 from keras_vit.models.vit import checkpoints

@@ -103,6 +103,10 @@ class FamilySpec:
         testing_variants: dict. Name -> `(builder, arguments)` of a
             few-thousand-parameter model, for tests and quick trials
             (`keras_vit.models.variants.TESTING_VARIANTS`).
+        attention_grid: callable `model -> (grid, patch_pixels)`: what
+            `keras_vit.analysis.attention_grid` answers for a model whose
+            blocks attend on grids of their own (Swin's windows). None: the
+            patch grid.
         check_values: callable `(model, values, source)`: raises a ValueError
             naming `source` when checkpoint values about to be assigned to
             `model` would silently make it another model (ConViT's frozen
@@ -133,6 +137,7 @@ class FamilySpec:
     architecture_keys: tuple = ()
     testing_variants: dict = dataclasses.field(default_factory=dict)
     check_values: Optional[Callable] = None
+    attention_grid: Optional[Callable] = None
 
 
 FAMILIES = {}

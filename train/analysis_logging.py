@@ -17,8 +17,6 @@ import numpy as np
 from keras_vit import analysis, inspection
 from keras_vit.files import write_text_atomically
 from keras_vit.layers.patching import PatchEncoder
-from keras_vit.models import convit, swin
-from keras_vit.models.convit import gpsa_blocks
 from train import files
 
 # What `--log_analysis` accepts (comma-separated).
@@ -53,22 +51,14 @@ def parse_analyses(value):
 
 def check_model_supports(model, analyses):
     """Raises a one-line `ValueError` when `model` lacks what an analysis reads."""
-    if "gates" in analyses and not gpsa_blocks(model):
-        raise ValueError("--log_analysis=gates needs a model with GPSA layers (a ConViT). "
+    # The blocks answer for themselves (`attention_gates()`): no family is named here.
+    if "gates" in analyses and all(block.attention_gates() is None for block in inspection.blocks(model)):
+        raise ValueError("--log_analysis=gates needs a model whose attention has gates (keras_vit.analysis.attention_gates). "
                          f"Received: log_analysis={','.join(analyses)!r} for model {model.name!r}")
     if "position_similarity" in analyses and inspection.first_layer(model, PatchEncoder) is None:
         raise ValueError("--log_analysis=position_similarity needs a model with learned position embeddings "
-                         "(a ViT, hybrid or ConViT; Swin's are relative). "
+                         "on one patch grid (a PatchEncoder's; windowed attention has relative ones). "
                          f"Received: log_analysis={','.join(analyses)!r} for model {model.name!r}")
-
-
-def _grid_and_pixels(model):
-    """The grid argument of `analysis.nonlocality` and the pixels per patch of `model`."""
-    if inspection.first_layer(model, PatchEncoder) is not None:
-        grid = analysis.grid_size(model)
-        return grid, model.input_shape[1] / grid[0]
-    grids = swin.window_grids(model)
-    return grids, model.input_shape[1] / grids[0].resolution[0]
 
 
 def heatmap(table, low=None, high=None):
@@ -134,10 +124,10 @@ def compute(model, images, analyses):
     """
     values = {}
     if "gates" in analyses:
-        values["gates"] = convit.gpsa_gating(model)
+        values["gates"] = analysis.attention_gates(model)
     if "nonlocality" in analyses or "distance" in analyses:
         maps = analysis.attention_maps(model, images)
-        grid, pixels = _grid_and_pixels(model)
+        grid, pixels = analysis.attention_grid(model)
         table = analysis.nonlocality(maps, grid)
         if "nonlocality" in analyses:
             values["nonlocality"] = table

@@ -7,6 +7,8 @@ window grids and FLOP counts (`keras_vit.models.swin`), ConViT's gates
 """
 
 from keras_vit.analysis.attention import (
+    attention_gates,
+    attention_grid,
     attention_maps,
     attention_rollout,
     grid_size,
@@ -26,6 +28,8 @@ from keras_vit.analysis.flops import (
 )
 
 __all__ = [
+    "attention_gates",
+    "attention_grid",
     "attention_maps",
     "attention_rollout",
     "encoder_block_macs",

@@ -29,6 +29,46 @@ def grid_size(model):
     return inspection.patch_encoder(model).grid_size
 
 
+def attention_grid(model):
+    """What `nonlocality` takes as `grid` for `model`'s attention maps, and the pixels one patch spans.
+
+    A ViT-like model's patch grid `(rows, cols)`; a registered family's own
+    answer where its blocks attend on other grids (`FamilySpec.attention_grid`:
+    Swin's one `WindowGrid` per block).
+
+    Returns:
+        `(grid, patch_pixels)`: `nonlocality(maps, grid) * patch_pixels` is
+        the mean attention distance in pixels.
+
+    Raises:
+        ValueError: for a model without a patch grid of either kind, naming it.
+    """
+    spec = inspection.registered_family(model)
+    if spec is not None and spec.attention_grid is not None:
+        return spec.attention_grid(model)
+    grid = grid_size(model)
+    return grid, model.input_shape[1] / grid[0]
+
+
+def attention_gates(model):
+    """The gates of every block whose attention has them (ConViT's GPSA, Fig. 6), in order.
+
+    Each block answers for itself (`attention_gates()`, None for a block
+    without gates).
+
+    Returns:
+        Array `(gated_blocks, heads)`.
+
+    Raises:
+        ValueError: for a model none of whose blocks has gates, naming it.
+    """
+    gates = [block.attention_gates() for block in inspection.blocks(model)]
+    gates = [gate for gate in gates if gate is not None]
+    if not gates:
+        raise ValueError(f"`model` has no block with attention gates. Received: model={model.name!r}")
+    return np.stack(gates)
+
+
 def attention_maps(model, images):
     """Attention probabilities of every block.
 

@@ -129,6 +129,15 @@ class PreNormBlock(keras.layers.Layer):
     def _make_attention(self):
         raise NotImplementedError
 
+    def attention_gates(self):
+        """The gates that weigh this block's attention terms, per head, or None where it has none.
+
+        A block whose attention mixes two terms by a learned gate (ConViT's GPSA,
+        Eq. 6) returns each head's weight of the first, a numpy array
+        `(heads,)`; `keras_vit.analysis.attention_gates` stacks them.
+        """
+        return None
+
     def _make_mlp(self):
         """The MLP of the block: ViT's two dense layers with a GELU (`MLPBlock`)."""
         return MLPBlock(

@@ -150,6 +150,23 @@ def test_gpsa_gating_is_the_sigmoid_of_lambda():
         gpsa_gating(build("vit"))
 
 
+def test_the_shared_gates_and_grid_are_asked_of_the_blocks_and_the_family():
+    # keras_vit.analysis names no family: ConViT's blocks give their gates, Swin's spec its grids.
+    from keras_vit.models.swin import window_grids
+    from tests.models.tiny import tiny_model
+
+    convit = build("convit")
+    np.testing.assert_array_equal(analysis.attention_gates(convit), gpsa_gating(convit))
+    vit = build("vit")
+    with pytest.raises(ValueError, match=r"no block with attention gates\. Received: model='vision_transformer'"):
+        analysis.attention_gates(vit)
+    # ViT: the patch grid, a patch's pixels from the image side (32 px over a 4 x 4 grid).
+    assert analysis.attention_grid(vit) == ((4, 4), 8.0)
+    swin = tiny_model("swin")
+    grids, pixels = analysis.attention_grid(swin)
+    assert grids == window_grids(swin) and pixels == 4.0
+
+
 def test_plots_return_figures(tmp_path):
     import matplotlib
 

@@ -116,3 +116,25 @@ def test_a_familys_own_layers_and_tools_are_its_packages_only():
 
     assert {"GPSA", "GPSABlock", "gpsa_gating"} <= set(convit.__all__)
     assert {"SwinTransformerBlock", "window_grids", "swin_forward_macs"} <= set(swin.__all__)
+
+
+def test_design_md_measures_the_family_interface_as_it_is():
+    # docs/design.md, "The family interface, measured": one row per FamilySpec member with the
+    # families that give it, and the files of each folder.
+    import dataclasses
+
+    design = (pathlib.Path(keras_vit.__file__).parent.parent / "docs" / "design.md").read_text()
+    default = FamilySpec(name="x", builders={}, architectures={})
+    fields = dataclasses.fields(FamilySpec)
+    for field in fields:
+        required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+        users = [spec.name for spec in families.FAMILIES.values()
+                 if getattr(spec, field.name) != getattr(default, field.name)]
+        # A member one family uses has a default (the interface's rule).
+        assert len(users) >= 2 or not required, field.name
+        row = f"| `{field.name}` | {'required' if required else 'yes'} | {len(users)} | {', '.join(users)} |"
+        assert row in design, f"design.md lacks or misstates: {row}"
+    assert design.count("| yes |") + design.count("| required |") == len(fields)
+    for folder in sorted(path.parent for path in MODELS.glob("*/named.py")):
+        files = ", ".join(f"`{path.name}`" for path in sorted(folder.glob("*.py")))
+        assert f"| `{folder.name}/` | {files} |" in design, folder.name

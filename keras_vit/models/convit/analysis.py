@@ -1,7 +1,6 @@
 """ConViT's gates (ConViT Fig. 6): how much attention each GPSA head pays to position."""
 
 import numpy as np
-from keras import ops
 
 from keras_vit.models.convit.inspection import gpsa_blocks
 
@@ -12,8 +11,7 @@ def gpsa_gating(model):
     Returns:
         Array `(gpsa_layers, heads)`; 1 means purely positional, 0 purely content.
     """
-    gates = [1.0 / (1.0 + np.exp(-np.asarray(ops.convert_to_numpy(block.attention.gating), "float64")))
-             for block in gpsa_blocks(model)]
+    gates = [block.attention_gates() for block in gpsa_blocks(model)]
     if not gates:
         raise ValueError(f"Model {model.name!r} has no GPSA layers (only ConViT models do).")
     return np.stack(gates)

@@ -6,6 +6,8 @@ these, the rest plain `TransformerBlock`s.
 """
 
 import keras
+import numpy as np
+from keras import ops
 
 from keras_vit.layers.transformer import TransformerBlock
 from keras_vit.layers.validation import check_bool
@@ -85,6 +87,11 @@ class GPSABlock(TransformerBlock):
             trainable=self.train_gpsa_attention,
             **self._attention_arguments(),
         )
+
+    def attention_gates(self):
+        """`sigma(lambda_h)` per head: the weight of positional attention (ConViT Eq. 6, Fig. 6)."""
+        gating = np.asarray(ops.convert_to_numpy(self.attention.gating), "float64")
+        return 1.0 / (1.0 + np.exp(-gating))
 
     def get_config(self):
         config = super().get_config()

@@ -13,7 +13,7 @@ code, once (`keras_vit.models.registration`).
 from keras_vit.families import FamilySpec
 from keras_vit.models.registration import register_family
 from keras_vit.models.swin import checkpoints, releases, sizes
-from keras_vit.models.swin.analysis import WindowGrid, window_attention_to_grid, window_grids
+from keras_vit.models.swin.analysis import WindowGrid, attention_grid, window_attention_to_grid, window_grids
 from keras_vit.models.swin.builder import SWIN_POSITION_EMBEDDINGS, SwinTransformer
 from keras_vit.models.swin.flops import layer_macs, patch_merging_macs, swin_block_macs, swin_forward_macs
 from keras_vit.models.swin.inspection import architecture_of, swin_arguments, swin_stages, weight_fitters
@@ -53,6 +53,8 @@ SPEC = FamilySpec(
     position_weight=checkpoints.SWIN_POSITION,
     resample_position=resample_bicubic,
     weight_fitters=weight_fitters,
+    # Its attention maps lie on each block's windows, not on one patch grid.
+    attention_grid=attention_grid,
     ablation_defaults=sizes.ABLATION_DEFAULTS,
     architecture_keys=sizes.ARCHITECTURE_KEYS,
     normalize_architecture=sizes.normalize_architecture,

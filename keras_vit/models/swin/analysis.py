@@ -59,6 +59,12 @@ def window_grids(model):
     return grids
 
 
+def attention_grid(model):
+    """`(window_grids(model), patch pixels)`: `keras_vit.analysis.attention_grid`'s answer for a Swin model."""
+    grids = window_grids(model)
+    return grids, model.input_shape[1] / grids[0].resolution[0]
+
+
 def window_attention_to_grid(probs, grid):
     """One Swin block's window attention as dense maps over its padded feature map.
 

@@ -161,6 +161,8 @@ SLOW = {
     "benchmarks/test_serving.py::test_tiny_run_measures_each_path_and_writes_its_section",
     # docs/test_browser.py
     "docs/test_browser.py::test_every_page_loads_without_console_errors_and_no_table_is_cut_off",
+    # docs/test_docs_command.py
+    "docs/test_docs_command.py::test_the_readme_docs_command_builds_the_site_in_a_new_venv",
     # docs/test_site.py
     "docs/test_site.py::test_python_blocks_run",
     # experiments/test_axial_vit.py
@@ -309,6 +311,7 @@ ALL_SLOW = {
 # but no phase ends on one worker's minute-long test. Only tests whose fixtures are function-scoped or
 # cheap module-scoped ones move, so that no costly fixture is set up twice.
 FIRST = (
+    "docs/test_docs_command.py::test_the_readme_docs_command_builds_the_site_in_a_new_venv",  # installs: minutes
     "benchmarks/test_gpu_script.py::test_dry_run_runs_every_step_and_writes_the_table",  # 164 s
     "train/test_main.py::test_killed_runs_resume_at_the_checkpointed_step_and_match",  # 67 s; JAX 88 s
     "train/test_jax.py::test_fsdp_with_the_default_model_evaluates_many_batches_like_one_device",  # JAX 80 s

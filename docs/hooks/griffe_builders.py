@@ -40,7 +40,9 @@ def _parameters(function):
 
 def _function(name, value, lineno, endlineno):
     function = griffe.Function(name, lineno=lineno, endlineno=endlineno, parameters=_parameters(value))
-    function.docstring = griffe.Docstring(inspect.cleandoc(value.__doc__), parent=function)
+    # Parsed as the Google-style sections it has (Args, Returns), as mkdocs.yml parses the others.
+    function.docstring = griffe.Docstring(inspect.cleandoc(value.__doc__), parent=function, parser="google",
+                                          parser_options={"warn_missing_types": False})
     return function
 
 

@@ -62,13 +62,12 @@ class EvalTransform(keras.layers.Layer):
         float32 tensor `(batch, image_size, image_size, 3)`.
 
     Example:
-
-    ```python
-    transform = EvalTransform.from_eval_config(eval_config("DeiT_S16/imagenet"))
-    inputs = keras.Input((None, None, 3), dtype="uint8")
-    probabilities = keras.layers.Softmax()(model(transform(inputs)))
-    exported = keras.Model(inputs, probabilities)
-    ```
+        ```python
+        transform = EvalTransform.from_eval_config(eval_config("DeiT_S16/imagenet"))
+        inputs = keras.Input((None, None, 3), dtype="uint8")
+        probabilities = keras.layers.Softmax()(model(transform(inputs)))
+        exported = keras.Model(inputs, probabilities)
+        ```
     """
 
     def __init__(

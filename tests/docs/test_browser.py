@@ -1,8 +1,11 @@
 """The built site in a real browser: headless Chromium (Debian's package) driven by Playwright.
 
-Every page loads without a console error or an uncaught exception, the search finds a
-builder by name, the figures and the mathematics are displayed, and screenshots of the
-home page and one family page are written to `build/screenshots/` for review.
+In a laptop's window (1280 x 800), every page loads without a console error or an uncaught
+exception and fits: no table wider than its box, no code block or signature that scrolls
+sideways, no copy button over code, every docstring section parsed (no "Args:" left as
+text). The search finds a builder by name, the figures are displayed, the formulas' brackets
+stretch and their accents sit over their letters, and screenshots of the home page and one
+family page are written to `build/screenshots/` for review.
 """
 
 import functools
@@ -16,6 +19,7 @@ import pytest
 from tests.docs.blocks import ROOT
 
 SCREENSHOTS = ROOT / "build" / "screenshots"
+WINDOW = {"width": 1280, "height": 800}
 
 
 def chromium_path():
@@ -50,7 +54,7 @@ def browser():
 
 def open_page(browser, url):
     """The page at `url` and the console errors and uncaught exceptions it raised while loading."""
-    page = browser.new_page()
+    page = browser.new_page(viewport=WINDOW)
     errors = []
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda error: errors.append(str(error)))
@@ -59,39 +63,58 @@ def open_page(browser, url):
     return page, errors
 
 
-# The tables wider than the text column whose container does not scroll: their last columns would
-# be cut off. Material wraps tables in a box that scrolls sideways; this checks it does.
-# `[cut off, wider than their box]`: a table's box is Material's scrolling wrapper, or its parent.
-_WIDE_TABLES = """() => {
-    const wide = Array.from(document.querySelectorAll("article table")).map((table) => {
+# What does not fit its box on a page, and how much was looked at (so that a check that saw
+# nothing cannot pass). A copy button lies over code when its left edge is left of the code's
+# text area (the code box less its right padding, the button's lane: docs/assets/extra.css).
+_FIT = """() => {
+    const article = document.querySelector("article");
+    const tables = Array.from(article.querySelectorAll("table"));
+    const wideTables = tables.filter((table) => {
         const box = table.closest(".md-typeset__scrollwrap") || table.parentElement;
-        return [box, table.getBoundingClientRect().width > box.clientWidth + 1];
-    }).filter(([box, wider]) => wider);
-    const cut = wide.filter(([box]) => !["auto", "scroll"].includes(getComputedStyle(box).overflowX));
-    return [cut.length, wide.length];
+        return table.getBoundingClientRect().width > box.clientWidth + 1;
+    }).map((table) => table.rows[0].textContent.trim().slice(0, 60));
+    const codes = Array.from(article.querySelectorAll("pre > code"));
+    const scrolling = codes.filter((code) => code.scrollWidth > code.clientWidth + 1)
+        .map((code) => code.textContent.slice(0, 60));
+    // Material's copy button, in the block's top-right corner.
+    const buttons = Array.from(article.querySelectorAll("pre > .md-code__nav"));
+    const covering = buttons.filter((button) => {
+        const code = button.parentElement.querySelector("code");
+        const box = code.getBoundingClientRect();
+        const textRight = box.right - parseFloat(getComputedStyle(code).paddingRight);
+        return button.getBoundingClientRect().left < textRight - 1;
+    }).map((button) => button.parentElement.textContent.slice(0, 60));
+    const raw = Array.from(article.querySelectorAll(".doc-contents p")).filter((p) =>
+        !p.querySelector(".doc-section-title") && /^(Args|Returns|Raises|Yields|Attributes):/.test(p.textContent.trim()))
+        .map((p) => p.textContent.slice(0, 60));
+    const parsed = article.querySelectorAll(".doc-section-title").length;
+    return {wideTables, scrolling, covering, raw,
+            counts: [tables.length, codes.length, buttons.length, parsed]};
 }"""
 
 
 # About 55-60 s: every page of the built site (over 30) loaded in Chromium with its scripts,
-# MathJax and fonts, one after another; one test, so that the browser starts once for them all.
-def test_every_page_loads_without_console_errors_and_no_table_is_cut_off(served, browser):
+# fonts and formulas, one after another; one test, so that the browser starts once for them all.
+def test_every_page_loads_without_errors_and_fits_a_laptop_window(served, browser):
     base, site = served
     pages = sorted(path.relative_to(site).parent.as_posix() for path in site.rglob("index.html"))
     assert len(pages) > 30
-    failures, cut_off, scrolling = {}, {}, 0
+    failures, misfits, seen = {}, {}, [0, 0, 0, 0]
     for path in pages:
         url = base + ("" if path == "." else path + "/")
         page, errors = open_page(browser, url)
         if errors:
             failures[url] = errors
-        cut, wide = page.evaluate(_WIDE_TABLES)
-        if cut:
-            cut_off[url] = cut
-        scrolling += wide
+        fit = page.evaluate(_FIT)
+        wrong = {key: fit[key] for key in ("wideTables", "scrolling", "covering", "raw") if fit[key]}
+        if wrong:
+            misfits[url] = wrong
+        seen = [total + count for total, count in zip(seen, fit["counts"])]
         page.close()
     assert not failures, failures
-    assert not cut_off, cut_off
-    assert scrolling > 0  # the checkpoint and benchmark tables are wider than the column: the check saw them
+    assert not misfits, misfits
+    # Tables, code blocks, copy buttons and parsed docstring sections were there to check.
+    assert min(seen) > 20, seen
 
 
 def test_search_finds_a_builder_by_name(served, browser):
@@ -124,6 +147,36 @@ def test_figures_and_mathematics_are_displayed(served, browser):
     assert box and box["width"] > 20 and box["height"] > 5, box
     assert not errors, errors
     page.close()
+
+
+_MATH = """() => {
+    const height = (element) => element.getBoundingClientRect().height;
+    // Brackets around a fraction (Swin's attention, Eq. 4): as tall as what they enclose.
+    const fences = Array.from(document.querySelectorAll("article mrow:has(> mfrac) > mo[fence='true']"))
+        .map((mo) => [height(mo), height(mo.parentElement.querySelector(":scope > mfrac"))]);
+    // A hat (Swin's bias table, B with a hat): wider than tall, above its letter.
+    const hats = Array.from(document.querySelectorAll("article mover[accent='true']")).map((mover) => {
+        const [base, accent] = mover.children;
+        const a = accent.getBoundingClientRect(), b = base.getBoundingClientRect();
+        return [a.width, a.height, a.bottom - b.top];
+    });
+    return {fences, hats};
+}"""
+
+
+def test_brackets_stretch_and_accents_sit_over_their_letters(served, browser):
+    # MathML drawn with a math font (docs/assets/extra.css): without one, Chromium draws `\hat`
+    # as a small caret beside the letter and `\left( \right)` at the text's height.
+    base, _ = served
+    page, errors = open_page(browser, base + "models/swin/")
+    measured = page.evaluate(_MATH)
+    page.close()
+    assert measured["fences"] and measured["hats"], measured
+    for bracket, fraction in measured["fences"]:
+        assert bracket >= 0.9 * fraction, measured["fences"]
+    for width, height, overlap in measured["hats"]:
+        assert width > 1.5 * height and overlap <= 2, measured["hats"]
+    assert not errors, errors
 
 
 def test_screenshots_for_review(served, browser):

@@ -2,6 +2,7 @@
 
 import importlib
 import inspect
+import pathlib
 import re
 import zlib
 
@@ -17,14 +18,14 @@ from tests.train.helpers import run_many
 SUBPACKAGES = ("layers", "weights", "preprocessing", "export", "analysis", "pretraining", "few_shot", "utils")
 
 
-def inventory_names(site):
-    """The objects mkdocstrings documented, from the site's `objects.inv` (Sphinx's format)."""
+def inventory_names(site, kind="py:"):
+    """The objects mkdocstrings documented, from the site's `objects.inv` (Sphinx's format), of `kind`."""
     data = (site / "objects.inv").read_bytes()
     header_end = 0
     for _ in range(4):  # four text lines, then the zlib-compressed body
         header_end = data.index(b"\n", header_end) + 1
     body = zlib.decompress(data[header_end:]).decode()
-    return {line.split(" ", 1)[0] for line in body.splitlines() if " py:" in line}
+    return {line.split(" ", 1)[0] for line in body.splitlines() if f" {kind}" in line}
 
 
 def public_names():
@@ -38,10 +39,21 @@ def public_names():
 
 def test_the_reference_documents_every_public_name(site):
     documented = inventory_names(site)
-    short = {name.rsplit(".", 1)[1] for name in documented}
+    short = {name.rsplit(".", 1)[-1] for name in documented}
     missing = sorted(name for name in public_names()
-                     if name not in documented and name.rsplit(".", 1)[1] not in short)
+                     if name not in documented and name.rsplit(".", 1)[-1] not in short)
     assert not missing, f"public names without a reference entry: {missing}"
+
+
+def test_every_public_module_has_an_entry(site):
+    # The package, the modules it declares public and each family's package (its layers and tools).
+    modules = {"keras_vit", *(f"keras_vit.{name}" for name in keras_vit.__all__
+                              if inspect.ismodule(getattr(keras_vit, name)))}
+    folders = pathlib.Path(keras_vit.__file__).parent / "models"
+    modules |= {f"keras_vit.models.{path.parent.name}" for path in folders.glob("*/named.py")}
+    assert len(modules) >= 17 and "keras_vit.models.swin" in modules
+    missing = sorted(modules - inventory_names(site, "py:module"))
+    assert not missing, f"public modules without a reference entry: {missing}"
 
 
 def test_no_reference_entry_is_empty_and_the_named_builders_have_their_docstrings(site):

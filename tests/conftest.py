@@ -292,6 +292,7 @@ SLOW = {
 }
 # Test files none of whose tests is quick: each is one end-to-end run in subprocesses.
 ALL_SLOW = {
+    "docs/test_docs_command.py",
     "experiments/test_swin_ablations.py",
     "export/test_dequantize.py",
     "preprocessing/test_layers.py",

@@ -19,6 +19,7 @@ import dataclasses
 import difflib
 import os
 
+from keras_vit.architectures import ARCHITECTURES
 from keras_vit.layers.validation import key_ignoring_case
 
 
@@ -134,6 +135,11 @@ def named_records(records):
     return {key: dataclasses.replace(record, name=key) for key, record in records.items()}
 
 
+def _of_variant(variant):
+    """The known checkpoints of `variant` (any case), sorted; empty for any other string."""
+    return sorted(key for key in KNOWN_CHECKPOINTS if key.split("/")[0].lower() == variant.lower())
+
+
 def list_checkpoints(variant=None):
     """The names of the known checkpoints, of every variant or of one.
 
@@ -143,13 +149,26 @@ def list_checkpoints(variant=None):
 
     Returns:
         A sorted list of `"<Variant>/<checkpoint>"` names, each readable with
-        `get_checkpoint` and accepted as `weights=`.
+        `get_checkpoint` and accepted as `weights=`; empty for a variant of
+        which none was published.
+
+    Raises:
+        ValueError: for a `variant` that is neither None nor a named variant,
+            with close names.
     """
     if variant is None:
         return sorted(KNOWN_CHECKPOINTS)
     if not isinstance(variant, str):
         raise ValueError(f"`variant` must be a variant name or None. Received: variant={variant!r}")
-    return sorted(key for key in KNOWN_CHECKPOINTS if key.split("/")[0].lower() == variant.lower())
+    found = _of_variant(variant)
+    # A variant without checkpoints (Axial-ViT's) has none; a misspelt name is refused, not empty.
+    variants = list(ARCHITECTURES)
+    if not found and variant.lower() not in {name.lower() for name in variants}:
+        close = difflib.get_close_matches(variant, variants, n=3, cutoff=0.6)
+        hint = f" Close: {close}." if close else ""
+        raise ValueError(f"Unknown variant.{hint} Expected a named variant such as 'ViT_B16' (keras_vit.VARIANTS) "
+                         f"or None. Received: variant={variant!r}")
+    return found
 
 
 def get_checkpoint(name):
@@ -230,7 +249,7 @@ def find_checkpoint(weights, variant=None, argument="weights", accepts_files=Tru
             )
     # The checkpoints of the variant the name starts with, or of the model's own variant.
     own_variant = name.split("/")[0] if "/" in name else variant
-    own = list_checkpoints(own_variant) if own_variant else []
+    own = _of_variant(own_variant) if own_variant else []
     hint = f"; {own[0].split('/')[0]}'s are {[k.split('/', 1)[1] for k in own]}" if own else ""
     close = difflib.get_close_matches(name if "/" in name else f"{variant or ''}/{name}", KNOWN_CHECKPOINTS,
                                       n=3, cutoff=0.6)

@@ -202,6 +202,10 @@ def test_users_list_the_checkpoints_and_read_one_record():
                                                                                          "resolve/main/model.safetensors")
     assert (record.eval_config.crop_fraction, record.timm_eval_config.crop_fraction) == (0.875, 0.9)
     assert (record.top1, record.config["image_size"]) == (79.9, 224)
+    # A variant of which none was published has none; a misspelt one is refused with close names.
+    assert keras_vit.list_checkpoints("AxialViT_B16") == []
+    with pytest.raises(ValueError, match=r"Unknown variant\. Close: \['ViT_B16'.* Received: variant='ViT_B17'"):
+        keras_vit.list_checkpoints("ViT_B17")
 
 
 @pytest.mark.parametrize("name, message", [

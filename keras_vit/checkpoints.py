@@ -164,7 +164,8 @@ def list_checkpoints(variant=None):
     # A variant without checkpoints (Axial-ViT's) has none; a misspelt name is refused, not empty.
     variants = list(ARCHITECTURES)
     if not found and variant.lower() not in {name.lower() for name in variants}:
-        close = difflib.get_close_matches(variant, variants, n=3, cutoff=0.6)
+        lower = {name.lower(): name for name in variants}
+        close = [lower[name] for name in difflib.get_close_matches(variant.lower(), lower, n=3, cutoff=0.6)]
         hint = f" Close: {close}." if close else ""
         raise ValueError(f"Unknown variant.{hint} Expected a named variant such as 'ViT_B16' (keras_vit.VARIANTS) "
                          f"or None. Received: variant={variant!r}")

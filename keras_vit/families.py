@@ -76,7 +76,8 @@ class FamilySpec:
         attends_within: str. Non-empty for a family whose blocks do not
             attend over the whole token sequence: the model, with its article,
             and what its blocks attend within (`"an Axial-ViT, whose blocks
-            ..."`), for the message that refuses attention rollout.
+            ..."`), optionally with where to turn instead, for the messages
+            that refuse attention rollout and a single patch grid.
         position_weight: str. The path of the model's patch position
             embedding when it is not ViT's (`patch_encoder/...`): the weight
             a checkpoint's position embeddings (a converter's `position`)

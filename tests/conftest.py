@@ -63,7 +63,7 @@ BACKENDS = {
     "layers": BOTH,
     "models": BOTH,
     "models/test_variants.py": ONE,  # parameter counts, from shapes alone
-    "models/test_registration.py": ONE,  # tables and the stub: no numerics
+    "models/test_registration.py": ONE,  # tables and the named modules: no numerics
     "analysis": BOTH,  # attention maps, distances and features from the model's own calls
     "analysis/test_published_flops.py": ONE,  # arithmetic on the configuration
     "analysis/test_few_shot.py": ONE,  # numpy

@@ -25,7 +25,8 @@ def _check(tmp_path, source):
     (tmp_path / "check.py").write_text(source)
     (tmp_path / "pyrightconfig.json").write_text(json.dumps({"typeCheckingMode": "basic"}))
     # On the interpreter's path, not the checker's own `extraPaths`: read as an installed package.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     run = subprocess.run(
         [sys.executable, "-m", "basedpyright", "--outputjson", "--pythonpath", sys.executable, "check.py"],
         cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env,
@@ -40,6 +41,9 @@ def test_every_public_name_resolves_and_the_named_builders_return_models(tmp_pat
     # Every public name but the submodules Python adds as attributes is declared public.
     assert public <= set(keras_vit.__all__), sorted(public - set(keras_vit.__all__))
     assert {"ViT_B16", "Swin_T", "DINOv2_S14", "VisionTransformer", "load_weights", "models"} <= set(keras_vit.__all__)
+    # A family's builder named as one of the package's names would replace it: each name once.
+    assert len(set(keras_vit.__all__)) == len(keras_vit.__all__), keras_vit.__all__
+    assert len(set(keras_vit.models.__all__)) == len(keras_vit.models.__all__), keras_vit.models.__all__
     source = "\n".join([
         "import keras_vit",
         "import keras_vit.models",

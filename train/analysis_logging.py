@@ -53,7 +53,8 @@ def check_model_supports(model, analyses):
     """Raises a one-line `ValueError` when `model` lacks what an analysis reads."""
     # The blocks answer for themselves (`attention_gates()`): no family is named here.
     if "gates" in analyses and all(block.attention_gates() is None for block in inspection.blocks(model)):
-        raise ValueError("--log_analysis=gates needs a model whose attention has gates (keras_vit.analysis.attention_gates). "
+        raise ValueError("--log_analysis=gates needs a model whose attention has gates "
+                         "(keras_vit.analysis.attention_gates). "
                          f"Received: log_analysis={','.join(analyses)!r} for model {model.name!r}")
     if "position_similarity" in analyses and inspection.first_layer(model, PatchEncoder) is None:
         raise ValueError("--log_analysis=position_similarity needs a model with learned position embeddings "

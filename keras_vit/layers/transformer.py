@@ -133,8 +133,13 @@ class PreNormBlock(keras.layers.Layer):
         """The gates that weigh this block's attention terms, per head, or None where it has none.
 
         A block whose attention mixes two terms by a learned gate (ConViT's GPSA,
-        Eq. 6) returns each head's weight of the first, a numpy array
-        `(heads,)`; `keras_vit.analysis.attention_gates` stacks them.
+        Eq. 6) gives each head's gate; `keras_vit.analysis.attention_gates`
+        stacks them.
+
+        Returns:
+            None here. A gated block: numpy array `(heads,)`, each head's
+            weight of its positional term (`sigma(lambda_h)`: 1 purely
+            positional, 0 purely content).
         """
         return None
 

@@ -32,22 +32,29 @@ TRANSFORMS = ("image_classifier", "eval_transform", "eval_config")
 FILE_SUFFIXES = (".npz", ".keras", ".h5", ".safetensors", ".bin", ".pth")
 
 
-def _calls(code):
-    """The calls of a block: those of its code, and of each commented-out line that parses alone."""
-    trees = []
+def _parsed(text):
     try:
-        trees.append(ast.parse(code))
+        return ast.parse(text)
     except SyntaxError:
-        pass
-    for line in code.splitlines():
+        return None
+
+
+def _calls(code):
+    """The calls of a block: those of its code and of its commented-out code.
+
+    A run of comment lines is read as one piece of code where it parses (a call
+    over several lines), else line by line (prose between the code is skipped).
+    """
+    trees, run = [_parsed(code)], []
+    for line in [*code.splitlines(), ""]:
         text = line.strip()
         if text.startswith("#"):
-            text = text.lstrip("#").strip()
-            try:
-                trees.append(ast.parse(text))
-            except SyntaxError:
-                continue
-    return [node for tree in trees for node in ast.walk(tree) if isinstance(node, ast.Call)]
+            run.append(text.lstrip("#").strip())
+            continue
+        whole = _parsed("\n".join(run)) if run else None
+        trees += [whole] if whole is not None else [_parsed(part) for part in run]
+        run = []
+    return [node for tree in trees if tree is not None for node in ast.walk(tree) if isinstance(node, ast.Call)]
 
 
 def _name(call):
@@ -67,6 +74,13 @@ def check(code):
     for call in _calls(code):
         name = _name(call)
         keywords = {keyword.arg: keyword.value for keyword in call.keywords if keyword.arg}
+        arguments = list(call.args)
+        if name == "build_variant" and arguments:
+            # `build_variant("ViT_B16", weights=...)`: the variant's builder, called by name.
+            name, arguments = _literal(arguments[0]), arguments[1:]
+        # A named builder's first argument is `weights`; `image_classifier`'s is `checkpoint`.
+        if arguments:
+            keywords.setdefault("weights" if name in keras_vit.VARIANTS else "checkpoint", arguments[0])
         weights = _literal(keywords["weights"]) if "weights" in keywords else None
         if name in keras_vit.VARIANTS and isinstance(weights, str) and not weights.endswith(FILE_SUFFIXES):
             builder, config = keras_vit.VARIANTS[name]
@@ -79,9 +93,9 @@ def check(code):
                 found.append(f"{ast.unparse(call)}: {error}")
                 continue
             built.add(key)
-        elif name in NAME_TAKERS and call.args and isinstance(_literal(call.args[0]), str):
+        elif name in NAME_TAKERS and isinstance(_literal(keywords.get("checkpoint", keywords.get("name"))), str):
             try:
-                record = get_checkpoint(_literal(call.args[0]))
+                record = get_checkpoint(_literal(keywords.get("checkpoint", keywords.get("name"))))
             except ValueError as error:
                 found.append(f"{ast.unparse(call)}: {error}")
                 continue
@@ -124,6 +138,11 @@ def test_the_check_finds_the_checkpoints_the_pages_name():
      r"DeiT_S16/imagenet is built, but the block prepares images with \['ViT_B16/augreg'\] only"),
     ('m = keras_vit.ViT_B16(weights="augreg")\nx = keras_vit.utils.load_image("cat.jpg")', r"load_image"),
     ('c = keras_vit.image_classifier("ViT_B16/no_such")', r"no_such"),
+    ('c = keras_vit.image_classifier(checkpoint="ViT_B16/no_such")', r"no_such"),
+    ('m = keras_vit.ViT_B16("augreg2")', r"augreg2"),
+    ('m = keras_vit.build_variant("ViT_B16", weights="imagenet21k", hidden_size=384)', r"hidden_size"),
+    # A call over several commented lines.
+    ('#   model = keras_vit.ViT_B16(\n#       weights="imagenet21k", hidden_size=384)', r"hidden_size"),
 ])
 def test_a_snippet_that_disagrees_with_its_record_is_caught(code, message):
     found, _ = check(code)

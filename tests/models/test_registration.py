@@ -87,7 +87,7 @@ def test_each_folder_binds_its_builders_by_name_and_the_package_gives_them():
 
 
 def test_no_module_writes_another_modules_names():
-    # Names bound in the source only: no `globals().update` and no `__all__` filled from a table.
+    # Names bound in the source, not written into a module's namespace from a table (`globals().update`).
     for path in pathlib.Path(keras_vit.__file__).parent.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update":

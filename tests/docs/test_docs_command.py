@@ -9,15 +9,28 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def test_the_readme_docs_command_builds_the_site_in_a_new_venv(tmp_path):
-    line = next(line for line in (ROOT / "README.md").read_text().splitlines() if "mkdocs build --strict" in line)
-    # The tracked files as the working tree has them: what a newcomer's clone holds.
-    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True)
-    clone = tmp_path / "clone"
+# Where the checkout is not a git repository: what a build or a run leaves beside the sources.
+GENERATED = shutil.ignore_patterns(".git", "site", "build", "dist", "workdir", "*.egg-info", "__pycache__",
+                                   ".pytest_cache", ".hypothesis", ".venv", "venv")
+
+
+def _copy_checkout(clone):
+    """The tracked files as the working tree has them (what a newcomer's clone holds), else the tree."""
+    try:
+        tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        shutil.copytree(ROOT, clone, ignore=GENERATED)
+        return
     for name in filter(None, tracked.stdout.split("\0")):
         if (ROOT / name).is_file():
             (clone / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, clone / name)
+
+
+def test_the_readme_docs_command_builds_the_site_in_a_new_venv(tmp_path):
+    line = next(line for line in (ROOT / "README.md").read_text().splitlines() if "mkdocs build --strict" in line)
+    clone = tmp_path / "clone"
+    _copy_checkout(clone)
     subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True, timeout=300)
     # A new shell in the new venv, with nothing of this process's Python path.
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}

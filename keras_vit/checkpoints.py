@@ -162,9 +162,8 @@ def list_checkpoints(variant=None):
         raise ValueError(f"`variant` must be a variant name or None. Received: variant={variant!r}")
     found = _of_variant(variant)
     # A variant without checkpoints (Axial-ViT's) has none; a misspelt name is refused, not empty.
-    variants = list(ARCHITECTURES)
-    if not found and variant.lower() not in {name.lower() for name in variants}:
-        lower = {name.lower(): name for name in variants}
+    if not found and key_ignoring_case(variant, ARCHITECTURES) is None:
+        lower = {name.lower(): name for name in ARCHITECTURES}
         close = [lower[name] for name in difflib.get_close_matches(variant.lower(), lower, n=3, cutoff=0.6)]
         hint = f" Close: {close}." if close else ""
         raise ValueError(f"Unknown variant.{hint} Expected a named variant such as 'ViT_B16' (keras_vit.VARIANTS) "

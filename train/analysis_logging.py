@@ -51,11 +51,14 @@ def parse_analyses(value):
 
 def check_model_supports(model, analyses):
     """Raises a one-line `ValueError` when `model` lacks what an analysis reads."""
-    # The blocks answer for themselves (`attention_gates()`): no family is named here.
-    if "gates" in analyses and all(block.attention_gates() is None for block in inspection.blocks(model)):
-        raise ValueError("--log_analysis=gates needs a model whose attention has gates "
-                         "(keras_vit.analysis.attention_gates). "
-                         f"Received: log_analysis={','.join(analyses)!r} for model {model.name!r}")
+    if "gates" in analyses:
+        # The shared function asks each block (no family is named here) and refuses a model without gates.
+        try:
+            analysis.attention_gates(model)
+        except ValueError:
+            raise ValueError("--log_analysis=gates needs a model whose attention has gates "
+                             "(keras_vit.analysis.attention_gates). "
+                             f"Received: log_analysis={','.join(analyses)!r} for model {model.name!r}") from None
     if "position_similarity" in analyses and inspection.first_layer(model, PatchEncoder) is None:
         raise ValueError("--log_analysis=position_similarity needs a model with learned position embeddings "
                          "on one patch grid (a PatchEncoder's; windowed attention has relative ones). "
